@@ -1,0 +1,245 @@
+"""The audit data model: sessions, runs, steps, tool invocations, cases and knowledge.
+
+Table names follow the seed documents. Status fields are moved only by
+`diagnosis.services.lifecycle`.
+"""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+
+from diagnosis.ids import new_run_id
+
+
+class ChatSession(models.Model):
+    session_id = models.CharField(max_length=64, unique=True)
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="chat_sessions")
+    title = models.CharField(max_length=200, blank=True)
+    summary = models.TextField(blank=True, help_text="Compacted history of older turns.")
+    created_at = models.DateTimeField(auto_now_add=True)
+    last_message_at = models.DateTimeField(null=True, blank=True)
+    expires_at = models.DateTimeField(null=True, blank=True)
+    metadata = models.JSONField(default=dict, blank=True)
+
+    class Meta:
+        db_table = "chat_session"
+        indexes = [models.Index(fields=["owner", "-created_at"], name="chat_session_owner_created")]
+
+    def __str__(self) -> str:
+        return self.session_id
+
+
+class DiagnosisRun(models.Model):
+    class Flow(models.TextChoices):
+        CHAT = "CHAT"
+        AI_OPS = "AI_OPS"
+
+    class Strategy(models.TextChoices):
+        SIMPLE = "SIMPLE"
+        DIAGNOSIS = "DIAGNOSIS"
+
+    class Status(models.TextChoices):
+        PENDING = "PENDING"
+        RUNNING = "RUNNING"
+        SUCCESS = "SUCCESS"
+        FAILED = "FAILED"
+
+    class Verdict(models.TextChoices):
+        PASS = "PASS"
+        LOW_CONFID = "LOW_CONFID"
+        REJECT = "REJECT"
+
+    class Feedback(models.TextChoices):
+        USEFUL = "useful"
+        NOT_USEFUL = "not_useful"
+
+    run_id = models.CharField(max_length=40, unique=True, default=new_run_id, editable=False)
+    session = models.ForeignKey(ChatSession, on_delete=models.PROTECT, related_name="runs")
+    agent_flow = models.CharField(max_length=16, choices=Flow.choices, default=Flow.CHAT)
+    strategy = models.CharField(max_length=16, choices=Strategy.choices, default=Strategy.DIAGNOSIS)
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.PENDING)
+    question = models.TextField()
+    answer = models.TextField(blank=True)
+    degraded = models.BooleanField(default=False)
+    effective_verdict = models.CharField(max_length=16, choices=Verdict.choices, blank=True)
+    self_evaluation = models.JSONField(null=True, blank=True)
+    orchestration_trace = models.JSONField(null=True, blank=True)
+
+    feedback = models.CharField(max_length=16, choices=Feedback.choices, null=True, blank=True)
+    feedback_comment = models.TextField(blank=True)
+    feedback_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    feedback_at = models.DateTimeField(null=True, blank=True)
+
+    error_code = models.CharField(max_length=64, blank=True)
+    error_message = models.TextField(blank=True)
+    duration_ms = models.PositiveIntegerField(null=True, blank=True)
+    step_count = models.PositiveIntegerField(default=0)
+    tool_count = models.PositiveIntegerField(default=0)
+    prompt_tokens = models.PositiveIntegerField(default=0)
+    completion_tokens = models.PositiveIntegerField(default=0)
+    model_name = models.CharField(max_length=128, blank=True)
+    prompt_version = models.CharField(max_length=64, blank=True)
+    request_id = models.CharField(max_length=64, null=True, blank=True)
+    celery_task_id = models.CharField(max_length=64, blank=True)
+
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    heartbeat_at = models.DateTimeField(null=True, blank=True)
+
+    TERMINAL = (Status.SUCCESS, Status.FAILED)
+
+    class Meta:
+        db_table = "diagnosis_run"
+        constraints = [
+            # NULL request ids never collide (SQL unique semantics on both SQLite and MariaDB).
+            models.UniqueConstraint(fields=["session", "request_id"], name="diagnosis_run_session_request_uniq"),
+        ]
+        indexes = [
+            models.Index(fields=["session", "created_at"], name="diagnosis_run_session_created"),
+            models.Index(fields=["status", "created_at"], name="diagnosis_run_status_created"),
+            models.Index(fields=["-created_at"], name="diagnosis_run_created"),
+        ]
+
+    def __str__(self) -> str:
+        return self.run_id
+
+    @property
+    def total_tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+    @property
+    def is_terminal(self) -> bool:
+        return self.status in self.TERMINAL
+
+
+class AgentStep(models.Model):
+    class Status(models.TextChoices):
+        RUNNING = "RUNNING"
+        COMPLETED = "COMPLETED"
+        FAILED = "FAILED"
+
+    run = models.ForeignKey(DiagnosisRun, on_delete=models.CASCADE, related_name="steps")
+    session_id = models.CharField(max_length=64)
+    step_index = models.PositiveIntegerField()
+    node = models.CharField(max_length=32)
+    agent = models.CharField(max_length=32)
+    attempt = models.PositiveSmallIntegerField(default=1)
+    model_name = models.CharField(max_length=128, blank=True)
+    model_input = models.JSONField(default=list, blank=True)
+    model_output = models.JSONField(null=True, blank=True)
+    has_tool_call = models.BooleanField(default=False)
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.RUNNING)
+    error = models.TextField(blank=True)
+    duration_ms = models.PositiveIntegerField(null=True, blank=True)
+    prompt_tokens = models.PositiveIntegerField(default=0)
+    completion_tokens = models.PositiveIntegerField(default=0)
+    started_at = models.DateTimeField(auto_now_add=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        db_table = "agent_step"
+        ordering = ["run_id", "step_index"]
+        constraints = [models.UniqueConstraint(fields=["run", "step_index"], name="agent_step_run_index_uniq")]
+
+    def __str__(self) -> str:
+        return f"{self.run_id}#{self.step_index} {self.node}"
+
+
+class ToolInvocation(models.Model):
+    class Status(models.TextChoices):
+        SUCCESS = "SUCCESS"
+        ERROR = "ERROR"
+        BLOCKED = "BLOCKED"
+
+    run = models.ForeignKey(DiagnosisRun, on_delete=models.CASCADE, related_name="tool_invocations")
+    session_id = models.CharField(max_length=64)
+    step = models.ForeignKey(AgentStep, on_delete=models.SET_NULL, null=True, blank=True, related_name="tool_invocations")
+    invocation_id = models.CharField(max_length=32)
+    tool_name = models.CharField(max_length=64)
+    arguments = models.JSONField(default=dict, blank=True)
+    status = models.CharField(max_length=16, choices=Status.choices)
+    result = models.JSONField(null=True, blank=True)
+    truncated = models.BooleanField(default=False)
+    error_message = models.TextField(blank=True)
+    retrieval_details = models.JSONField(null=True, blank=True)
+    evidence_refs = models.JSONField(null=True, blank=True)
+    duration_ms = models.PositiveIntegerField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        db_table = "tool_invocation"
+        ordering = ["id"]
+        constraints = [
+            models.UniqueConstraint(fields=["run", "invocation_id"], name="tool_invocation_run_inv_uniq"),
+        ]
+        indexes = [models.Index(fields=["invocation_id"], name="tool_invocation_inv_id")]
+
+    def __str__(self) -> str:
+        return f"{self.invocation_id} {self.tool_name}"
+
+
+class CaseLibraryEntry(models.Model):
+    run = models.OneToOneField(DiagnosisRun, on_delete=models.CASCADE, related_name="case")
+    session_id = models.CharField(max_length=64)
+    question = models.TextField()
+    answer = models.TextField()
+    root_cause_summary = models.TextField(blank=True)
+    tags = models.JSONField(default=list, blank=True)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        db_table = "case_library"
+        verbose_name = "case"
+        verbose_name_plural = "case library"
+
+    def __str__(self) -> str:
+        return f"case for {self.run_id}"
+
+
+class KnowledgeDocument(models.Model):
+    path = models.CharField(max_length=255, unique=True)
+    title = models.CharField(max_length=255)
+    content = models.TextField()
+    sha256 = models.CharField(max_length=64)
+    loaded_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        db_table = "knowledge_document"
+
+    def __str__(self) -> str:
+        return self.path
+
+
+class KnowledgeChunk(models.Model):
+    document = models.ForeignKey(KnowledgeDocument, on_delete=models.CASCADE, related_name="chunks")
+    chunk_id = models.CharField(max_length=128, unique=True)
+    ordinal = models.PositiveIntegerField()
+    heading = models.CharField(max_length=255, blank=True)
+    content = models.TextField()
+
+    class Meta:
+        db_table = "knowledge_chunk"
+        ordering = ["document_id", "ordinal"]
+        constraints = [models.UniqueConstraint(fields=["document", "ordinal"], name="knowledge_chunk_doc_ord_uniq")]
+
+    def __str__(self) -> str:
+        return self.chunk_id
+
+
+class ServiceProbe(models.Model):
+    """A row written by the `ping` task: proof that a worker consumed the queue and reached the database."""
+
+    token = models.CharField(max_length=64, unique=True)
+    worker = models.CharField(max_length=255, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        db_table = "service_probe"

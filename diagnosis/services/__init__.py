@@ -1,0 +1,1 @@
+"""Write-side services: the only code that creates and changes audit rows."""
