@@ -1,0 +1,480 @@
+"""The diagnosis topology: eight injectable node ports wired by the routing table of SPEC §3.
+
+Each port is wrapped here, so real ports only return their status and outputs; the wrapper owns
+the retry counters, ``planner_mode``, the verdict ceiling, ``degraded`` and one bounded
+orchestration event ``{node, outcome, reason_code, attempt}`` per node run. Reason codes are
+listed and explained on ``state.ReasonCode``. Anything unknown or missing fails closed to fallback.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, fields
+from types import MappingProxyType
+from typing import Any
+
+from .engine import END, CompiledGraph, GraphError, GraphValidationError, RunConfig, StateGraph, append
+from .state import (
+    DIAGNOSIS_RECURSION_LIMIT,
+    MAX_EVIDENCE_RETRIES,
+    MAX_ORCHESTRATION_EVENTS,
+    MAX_TECHNICAL_RETRIES,
+    PORT_OUTPUT_KEYS,
+    RETRY_COUNT_KEYS,
+    EventOutcome,
+    NodeName,
+    NodeStatus,
+    PlannerMode,
+    ReasonCode,
+    StateKey,
+    Verdict,
+    effective_verdict,
+    known_verdict,
+)
+
+K = StateKey
+N = NodeName
+S = NodeStatus
+R = ReasonCode
+
+assert MAX_ORCHESTRATION_EVENTS >= DIAGNOSIS_RECURSION_LIMIT, "every step of a run must fit in its events"
+
+# Used only when a fallback port returns no usable answer: a run must never end without one.
+FALLBACK_SAFETY_ANSWER = (
+    "The diagnosis could not be completed safely, so no verified root cause is reported. "
+    "Check the run trace for what was gathered and retry, or follow the service runbook."
+)
+
+Port = Callable[[Mapping[str, Any], RunConfig], "Mapping[str, Any] | None"]
+
+
+class Route:
+    """Route keys returned by the routers; they label the conditional edges in the rendering."""
+
+    COMPLETED = "COMPLETED"
+    TECHNICAL_RETRY = "technical_retry"
+    FALLBACK = "fallback"
+    GATEKEEPER_PASS = "PASS"
+    LOW_CONFID_WITH_BINDING = "LOW_CONFID_with_binding"
+    VERDICT = "verdict"
+    EVIDENCE_GAP = "evidence_gap"
+
+
+PLANNER_ROUTES = {Route.COMPLETED: N.EXECUTOR, Route.TECHNICAL_RETRY: N.PLANNER, Route.FALLBACK: N.FALLBACK}
+EXECUTOR_ROUTES = {Route.COMPLETED: N.GATEKEEPER, Route.FALLBACK: N.FALLBACK}
+GATEKEEPER_ROUTES = {
+    Route.GATEKEEPER_PASS: N.VERIFIED_INPUT,
+    Route.LOW_CONFID_WITH_BINDING: N.VERIFIED_INPUT,
+    Route.FALLBACK: N.FALLBACK,
+}
+VERIFIER_ROUTES = {
+    Route.VERDICT: N.COMPOSER,
+    Route.EVIDENCE_GAP: N.EVIDENCE_RETRY,
+    Route.TECHNICAL_RETRY: N.VERIFIER,
+    Route.FALLBACK: N.FALLBACK,
+}
+COMPOSER_ROUTES = {Route.COMPLETED: END, Route.TECHNICAL_RETRY: N.COMPOSER, Route.FALLBACK: N.FALLBACK}
+
+
+class PortContractError(GraphError):
+    """A node port returned something other than a dict of the keys it owns (or None)."""
+
+    code = "graph_port_contract"
+
+
+@dataclass(frozen=True)
+class DiagnosisNodes:
+    """The eight node ports; each is ``(state, config) -> dict | None``, synchronous."""
+
+    planner: Port
+    executor: Port
+    gatekeeper: Port
+    verified_input: Port
+    verifier: Port
+    evidence_retry: Port
+    composer: Port
+    fallback: Port
+
+    @classmethod
+    def from_mapping(cls, ports: Mapping[str, Port]) -> DiagnosisNodes:
+        missing = [name for name in N.ALL if name not in ports]
+        extra = sorted(set(ports) - set(N.ALL))
+        if missing or extra:
+            problems = [f"Node port {name!r} missing; pass it in DiagnosisNodes" for name in missing]
+            problems += [f"Node port {name!r} is not a diagnosis node; expected one of {list(N.ALL)}" for name in extra]
+            raise GraphValidationError(problems)
+        return cls(**{name: ports[name] for name in N.ALL})
+
+
+# --------------------------------------------------------------------------- routing decisions
+# Each decision returns (route key, reason code). Routers and node wrappers share them, so the
+# event a wrapper records always names the route the engine then takes.
+
+
+def _normalise_status(status: Any) -> str | None:
+    if status is None:
+        return None
+    if isinstance(status, str) and status in S.ALL:
+        return status
+    return EventOutcome.UNKNOWN
+
+
+def _technical(status: str | None, retry_count: int) -> tuple[str, str]:
+    if status is None:
+        return Route.FALLBACK, R.MISSING_STATUS
+    if status in S.TECHNICAL:
+        if retry_count < MAX_TECHNICAL_RETRIES:
+            reason = R.INVALID_OUTPUT if status == S.INVALID_OUTPUT else R.RETRYABLE_FAILED
+            return Route.TECHNICAL_RETRY, reason
+        return Route.FALLBACK, R.RETRY_EXHAUSTED
+    if status == S.NON_RETRYABLE_FAILED:
+        return Route.FALLBACK, R.NON_RETRYABLE_FAILED
+    return Route.FALLBACK, R.UNKNOWN_STATUS
+
+
+def decide_planner(status: Any, retry_count: int) -> tuple[str, str]:
+    """COMPLETED -> executor; one technical retry; otherwise fallback."""
+    status = _normalise_status(status)
+    if status == S.COMPLETED:
+        return Route.COMPLETED, R.COMPLETED
+    return _technical(status, retry_count)
+
+
+_EXECUTOR_FAILURES = {
+    S.INVALID_OUTPUT: R.INVALID_OUTPUT,
+    S.TOOL_BLOCKED: R.TOOL_BLOCKED,
+    S.FAILED: R.FAILED,
+}
+
+
+def decide_executor(status: Any) -> tuple[str, str]:
+    """COMPLETED -> gatekeeper; everything else -> fallback, never retried."""
+    status = _normalise_status(status)
+    if status == S.COMPLETED:
+        return Route.COMPLETED, R.COMPLETED
+    if status is None:
+        return Route.FALLBACK, R.MISSING_STATUS
+    return Route.FALLBACK, _EXECUTOR_FAILURES.get(status, R.UNKNOWN_STATUS)
+
+
+def verified_binding_count(result: Any) -> int:
+    """The gatekeeper's verified binding count; anything but a non-negative int counts as 0."""
+    count = result.get("verified_binding_count") if isinstance(result, Mapping) else None
+    if isinstance(count, bool) or not isinstance(count, int) or count < 0:
+        return 0
+    return count
+
+
+def decide_gatekeeper(result: Any) -> tuple[str, str]:
+    """PASS, or LOW_CONFID with >= 1 verified binding -> verified_input; anything else -> fallback."""
+    verdict = result.get("verdict") if isinstance(result, Mapping) else None
+    if verdict is None:
+        return Route.FALLBACK, R.MISSING_STATUS
+    verdict = known_verdict(verdict)
+    if verdict == Verdict.PASS:
+        return Route.GATEKEEPER_PASS, R.GATEKEEPER_PASS
+    if verdict == Verdict.LOW_CONFID:
+        if verified_binding_count(result) >= 1:
+            return Route.LOW_CONFID_WITH_BINDING, R.GATEKEEPER_LOW_CONFID
+        return Route.FALLBACK, R.NO_VERIFIED_BINDING
+    if verdict == Verdict.REJECT:
+        return Route.FALLBACK, R.GATEKEEPER_REJECT
+    return Route.FALLBACK, R.UNKNOWN_STATUS
+
+
+def critical_evidence_gaps(verifier_output: Any) -> list:
+    """The extractable critical gaps of a verifier output: non-empty strings or dicts with a ``gap``."""
+    gaps = verifier_output.get("critical_evidence_gaps") if isinstance(verifier_output, Mapping) else None
+    if not isinstance(gaps, (list, tuple)):
+        return []
+    usable = []
+    for gap in gaps:
+        if isinstance(gap, str) and gap.strip():
+            usable.append(gap)
+        elif isinstance(gap, Mapping) and isinstance(gap.get("gap"), str) and gap["gap"].strip():
+            usable.append(dict(gap))
+    return usable
+
+
+def decide_verifier(
+    status: Any,
+    retry_count: int,
+    verifier_output: Any,
+    verdict_ceiling: Any,
+    evidence_retry_count: int,
+) -> tuple[str, str]:
+    """Effective verdict -> composer, or evidence_retry when LOW_CONFID meets every guard."""
+    status = _normalise_status(status)
+    if status != S.COMPLETED:
+        return _technical(status, retry_count)
+    model = verifier_output.get("verdict") if isinstance(verifier_output, Mapping) else None
+    verdict = effective_verdict(model, verdict_ceiling)
+    if verdict is None:
+        return Route.FALLBACK, R.UNKNOWN_VERDICT
+    if verdict == Verdict.PASS:
+        return Route.VERDICT, R.VERDICT_PASS
+    if verdict == Verdict.REJECT:
+        return Route.VERDICT, R.VERDICT_REJECT
+    if evidence_retry_count >= MAX_EVIDENCE_RETRIES:
+        return Route.VERDICT, R.EVIDENCE_RETRY_EXHAUSTED
+    if known_verdict(verdict_ceiling) != Verdict.PASS:
+        return Route.VERDICT, R.CEILING_BELOW_PASS
+    if not critical_evidence_gaps(verifier_output):
+        return Route.VERDICT, R.NO_CRITICAL_GAP
+    return Route.EVIDENCE_GAP, R.EVIDENCE_GAP
+
+
+def decide_composer(status: Any, retry_count: int) -> tuple[str, str]:
+    """COMPLETED -> END; one technical retry; otherwise fallback."""
+    status = _normalise_status(status)
+    if status == S.COMPLETED:
+        return Route.COMPLETED, R.COMPLETED
+    return _technical(status, retry_count)
+
+
+# --------------------------------------------------------------------------- routers (engine side)
+
+
+def route_planner(state: Mapping[str, Any]) -> str:
+    return decide_planner(state.get(K.PLANNER_STATUS), state.get(K.PLANNER_RETRY_COUNT) or 0)[0]
+
+
+def route_executor(state: Mapping[str, Any]) -> str:
+    return decide_executor(state.get(K.EXECUTOR_STATUS))[0]
+
+
+def route_gatekeeper(state: Mapping[str, Any]) -> str:
+    return decide_gatekeeper(state.get(K.GATEKEEPER_RESULT))[0]
+
+
+def route_verifier(state: Mapping[str, Any]) -> str:
+    return decide_verifier(
+        state.get(K.VERIFIER_STATUS),
+        state.get(K.VERIFIER_RETRY_COUNT) or 0,
+        state.get(K.VERIFIER_OUTPUT),
+        state.get(K.VERDICT_CEILING),
+        state.get(K.EVIDENCE_RETRY_COUNT) or 0,
+    )[0]
+
+
+def route_composer(state: Mapping[str, Any]) -> str:
+    return decide_composer(state.get(K.COMPOSER_STATUS), state.get(K.COMPOSER_RETRY_COUNT) or 0)[0]
+
+
+# --------------------------------------------------------------------------- helpers for ports
+
+
+def current_attempt(state: Mapping[str, Any], node: str) -> int:
+    """The attempt a port is running as: 1, or 2 for its technical retry."""
+    key = RETRY_COUNT_KEYS.get(node)
+    return (state.get(key) or 0) + 1 if key else 1
+
+
+def last_event(state: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """The newest orchestration event (the fallback port reads why it was reached here)."""
+    events = state.get(K.ORCHESTRATION_EVENTS)
+    return events[-1] if events else None
+
+
+def initial_diagnosis_state(query: str, *, original_query: str | None = None) -> dict[str, Any]:
+    """The state a diagnosis run starts from (seed 001 §3): context, NORMAL mode, zero counters."""
+    return {
+        K.DIAGNOSIS_CONTEXT: {"query": query, "original_query": query if original_query is None else original_query},
+        K.PLANNER_MODE: PlannerMode.NORMAL,
+        K.PLANNER_RETRY_COUNT: 0,
+        K.VERIFIER_RETRY_COUNT: 0,
+        K.COMPOSER_RETRY_COUNT: 0,
+        K.EVIDENCE_RETRY_COUNT: 0,
+        K.DEGRADED: False,
+        K.ORCHESTRATION_EVENTS: [],
+    }
+
+
+# --------------------------------------------------------------------------- node wrappers
+
+
+def _call_port(node: str, port: Port, state: Mapping[str, Any], config: RunConfig) -> dict[str, Any]:
+    result = port(state, config)
+    if result is None:
+        return {}
+    if type(result) is not dict and not isinstance(result, Mapping):
+        raise PortContractError(
+            f"Node port {node!r} returned {type(result).__name__}; return a dict of "
+            f"{sorted(PORT_OUTPUT_KEYS[node])} or None"
+        )
+    allowed = PORT_OUTPUT_KEYS[node]
+    if not result.keys() <= allowed:
+        extra = sorted(set(result) - allowed)
+        raise PortContractError(
+            f"Node port {node!r} wrote {extra}; a port returns only {sorted(allowed)} "
+            f"(counters, events, planner_mode, ceiling and degraded belong to the topology)"
+        )
+    return dict(result)
+
+
+def _enter(state: Mapping[str, Any], node: str) -> tuple[Mapping[str, Any], int]:
+    """The state the port sees and the retries used, counting this run if it is the technical retry."""
+    count_key = RETRY_COUNT_KEYS[node]
+    count = state.get(count_key) or 0
+    events = state.get(K.ORCHESTRATION_EVENTS)
+    if events and events[-1]["node"] == node:
+        count += 1
+        state = MappingProxyType({**state, count_key: count})
+    return state, count
+
+
+def _record(update: dict, state: Mapping[str, Any], node: str, outcome: Any, reason: str, attempt: int) -> dict:
+    events = state.get(K.ORCHESTRATION_EVENTS)
+    if events is None or len(events) < MAX_ORCHESTRATION_EVENTS:
+        update[K.ORCHESTRATION_EVENTS] = [
+            {"node": node, "outcome": outcome, "reason_code": reason, "attempt": attempt}
+        ]
+    return update
+
+
+def _outcome(status: Any) -> str:
+    status = _normalise_status(status)
+    return EventOutcome.MISSING if status is None else status
+
+
+def _planner(port: Port):
+    def planner(state, config):
+        state, count = _enter(state, N.PLANNER)
+        update = _call_port(N.PLANNER, port, state, config)
+        status = update.get(K.PLANNER_STATUS)
+        reason = decide_planner(status, count)[1]
+        update[K.PLANNER_STATUS] = status
+        update[K.PLANNER_RETRY_COUNT] = count
+        return _record(update, state, N.PLANNER, _outcome(status), reason, count + 1)
+
+    return planner
+
+
+def _executor(port: Port):
+    def executor(state, config):
+        update = _call_port(N.EXECUTOR, port, state, config)
+        status = update.get(K.EXECUTOR_STATUS)
+        update[K.EXECUTOR_STATUS] = status
+        return _record(update, state, N.EXECUTOR, _outcome(status), decide_executor(status)[1], 1)
+
+    return executor
+
+
+def _gatekeeper(port: Port):
+    def gatekeeper(state, config):
+        update = _call_port(N.GATEKEEPER, port, state, config)
+        result = update.get(K.GATEKEEPER_RESULT)
+        raw = result.get("verdict") if isinstance(result, Mapping) else None
+        verdict = known_verdict(raw)
+        update[K.GATEKEEPER_RESULT] = result
+        update[K.VERDICT_CEILING] = verdict
+        outcome = verdict or (EventOutcome.MISSING if raw is None else EventOutcome.UNKNOWN)
+        return _record(update, state, N.GATEKEEPER, outcome, decide_gatekeeper(result)[1], 1)
+
+    return gatekeeper
+
+
+def _verified_input(port: Port):
+    def verified_input(state, config):
+        update = _call_port(N.VERIFIED_INPUT, port, state, config)
+        return _record(update, state, N.VERIFIED_INPUT, EventOutcome.COMPLETED, R.COMPLETED, 1)
+
+    return verified_input
+
+
+def _verifier(port: Port):
+    def verifier(state, config):
+        state, count = _enter(state, N.VERIFIER)
+        update = _call_port(N.VERIFIER, port, state, config)
+        status = update.get(K.VERIFIER_STATUS)
+        output = update.get(K.VERIFIER_OUTPUT)
+        ceiling = state.get(K.VERDICT_CEILING)
+        reason = decide_verifier(status, count, output, ceiling, state.get(K.EVIDENCE_RETRY_COUNT) or 0)[1]
+        completed = _normalise_status(status) == S.COMPLETED
+        model = output.get("verdict") if completed and isinstance(output, Mapping) else None
+        update[K.VERIFIER_STATUS] = status
+        update[K.VERIFIER_OUTPUT] = output
+        update[K.VERIFIER_RETRY_COUNT] = count
+        update[K.EFFECTIVE_VERDICT] = effective_verdict(model, ceiling)
+        return _record(update, state, N.VERIFIER, _outcome(status), reason, count + 1)
+
+    return verifier
+
+
+def _evidence_retry(port: Port):
+    def evidence_retry(state, config):
+        update = _call_port(N.EVIDENCE_RETRY, port, state, config)
+        if not update.get(K.RETRY_CONTEXT):
+            update[K.RETRY_CONTEXT] = {
+                "critical_evidence_gaps": critical_evidence_gaps(state.get(K.VERIFIER_OUTPUT)),
+                "previous_verdict": state.get(K.EFFECTIVE_VERDICT),
+            }
+        update[K.PLANNER_MODE] = PlannerMode.EVIDENCE_GAP_ONLY
+        update[K.PLANNER_RETRY_COUNT] = 0
+        update[K.EVIDENCE_RETRY_COUNT] = (state.get(K.EVIDENCE_RETRY_COUNT) or 0) + 1
+        return _record(update, state, N.EVIDENCE_RETRY, EventOutcome.COMPLETED, R.EVIDENCE_GAP_ONLY, 1)
+
+    return evidence_retry
+
+
+def _composer(port: Port):
+    def composer(state, config):
+        state, count = _enter(state, N.COMPOSER)
+        update = _call_port(N.COMPOSER, port, state, config)
+        status = update.get(K.COMPOSER_STATUS)
+        reason = decide_composer(status, count)[1]
+        update[K.COMPOSER_STATUS] = status
+        update[K.COMPOSER_RETRY_COUNT] = count
+        return _record(update, state, N.COMPOSER, _outcome(status), reason, count + 1)
+
+    return composer
+
+
+def _fallback(port: Port):
+    def fallback(state, config):
+        update = _call_port(N.FALLBACK, port, state, config)
+        answer = update.get(K.FINAL_ANSWER)
+        if not isinstance(answer, str) or not answer.strip():
+            update[K.FINAL_ANSWER] = FALLBACK_SAFETY_ANSWER
+        update[K.DEGRADED] = True
+        return _record(update, state, N.FALLBACK, EventOutcome.COMPLETED, R.FALLBACK_COMPLETED, 1)
+
+    return fallback
+
+
+# --------------------------------------------------------------------------- the graph
+
+
+def build_diagnosis_topology(nodes: DiagnosisNodes | Mapping[str, Port]) -> StateGraph:
+    """The uncompiled diagnosis graph (the benchmark rebuilds it on another engine)."""
+    if not isinstance(nodes, DiagnosisNodes):
+        nodes = DiagnosisNodes.from_mapping(nodes)
+    for item in fields(DiagnosisNodes):
+        if not callable(getattr(nodes, item.name)):
+            raise GraphValidationError([f"Node port {item.name!r} must be callable (state, config) -> dict | None"])
+
+    graph = StateGraph(state_keys=K.ALL, reducers={K.ORCHESTRATION_EVENTS: append})
+    graph.add_node(N.PLANNER, _planner(nodes.planner))
+    graph.add_node(N.EXECUTOR, _executor(nodes.executor))
+    graph.add_node(N.GATEKEEPER, _gatekeeper(nodes.gatekeeper))
+    graph.add_node(N.VERIFIED_INPUT, _verified_input(nodes.verified_input))
+    graph.add_node(N.VERIFIER, _verifier(nodes.verifier))
+    graph.add_node(N.EVIDENCE_RETRY, _evidence_retry(nodes.evidence_retry))
+    graph.add_node(N.COMPOSER, _composer(nodes.composer))
+    graph.add_node(N.FALLBACK, _fallback(nodes.fallback))
+
+    graph.set_entry(N.PLANNER)
+    graph.add_conditional_edges(N.PLANNER, route_planner, PLANNER_ROUTES)
+    graph.add_conditional_edges(N.EXECUTOR, route_executor, EXECUTOR_ROUTES)
+    graph.add_conditional_edges(N.GATEKEEPER, route_gatekeeper, GATEKEEPER_ROUTES)
+    graph.add_edge(N.VERIFIED_INPUT, N.VERIFIER)
+    graph.add_conditional_edges(N.VERIFIER, route_verifier, VERIFIER_ROUTES)
+    graph.add_edge(N.EVIDENCE_RETRY, N.PLANNER)
+    graph.add_conditional_edges(N.COMPOSER, route_composer, COMPOSER_ROUTES)
+    graph.add_edge(N.FALLBACK, END)
+    return graph
+
+
+def build_diagnosis_graph(nodes: DiagnosisNodes | Mapping[str, Port]) -> CompiledGraph:
+    """The compiled diagnosis graph, recursion limit 32."""
+    return build_diagnosis_topology(nodes).compile(recursion_limit=DIAGNOSIS_RECURSION_LIMIT)
