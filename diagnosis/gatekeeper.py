@@ -1,0 +1,539 @@
+"""The evidence Gatekeeper (SPEC §5): deterministic checks of every claim citation against the tool
+output really recorded in *this* run, and the projection of what passed for the Verifier and Composer.
+
+Stdlib only; the database is reached through the ``InvocationLookup`` protocol.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Collection, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+from functools import lru_cache
+from typing import Any, Protocol
+
+from diagnosis.jsonpath import NOT_FOUND, JsonPathError, Segment, parse, resolve_segments
+
+GATEKEEPER_VERSION = "gatekeeper-v1"
+EXECUTOR_EVIDENCE_VERSION = "executor_evidence_v2"
+INVOCATION_SUCCESS = "SUCCESS"
+
+# Minimum excerpt length after whitespace normalisation; CJK characters count double, so 4 CJK
+# characters pass. The floor keeps a one-character excerpt failing whatever the caller passes.
+DEFAULT_MIN_EXCERPT_CHARS = 8
+MIN_EXCERPT_CHARS_FLOOR = 2
+
+BINDING_FIELDS = ("source_invocation_id", "tool_name", "raw_path", "evidence_excerpt")
+
+
+class Verdict(StrEnum):
+    PASS = "PASS"
+    LOW_CONFID = "LOW_CONFID"
+    REJECT = "REJECT"
+
+
+VERDICT_ORDER = {Verdict.REJECT: 0, Verdict.LOW_CONFID: 1, Verdict.PASS: 2}
+
+
+class ReasonCode(StrEnum):
+    """Why one binding (citation) did or did not verify; the checks run in this order."""
+
+    VERIFIED = "verified"
+    MALFORMED_CLAIM = "malformed_claim"  # the claim around the binding is malformed or a duplicate
+    MALFORMED_BINDING = "malformed_binding"  # not an object, or a field missing / not a string / empty
+    INVOCATION_NOT_FOUND = "invocation_not_found"
+    INVOCATION_OTHER_RUN = "invocation_other_run"  # the id exists, but only in another run
+    TOOL_MISMATCH = "tool_mismatch"
+    INVOCATION_FAILED = "invocation_failed"  # status is ERROR or BLOCKED (anything but SUCCESS)
+    PATH_MALFORMED = "path_malformed"  # raw_path is outside the supported JSONPath subset
+    PATH_NOT_FOUND = "path_not_found"
+    EXCERPT_TOO_SHORT = "excerpt_too_short"
+    EXCERPT_MISMATCH = "excerpt_mismatch"
+
+
+class ClaimReason(StrEnum):
+    VERIFIED = "verified"
+    NO_VERIFIED_BINDING = "no_verified_binding"
+    NO_BINDINGS = "no_bindings"
+    # not an object; claim_id or statement not a non-empty string; evidence not a list
+    MALFORMED_CLAIM = "malformed_claim"
+    DUPLICATE_CLAIM_ID = "duplicate_claim_id"  # a later claim reusing an earlier claim_id
+
+
+class OutcomeReason(StrEnum):
+    """Why the run got its verdict (usable as the gatekeeper node's orchestration reason_code)."""
+
+    ALL_CLAIMS_VERIFIED = "all_claims_verified"
+    SOME_CLAIMS_VERIFIED = "some_claims_verified"
+    NO_CLAIM_VERIFIED = "no_claim_verified"
+    NO_CLAIMS = "no_claims"
+    MALFORMED_OUTPUT = "malformed_output"
+    UNSUPPORTED_VERSION = "unsupported_version"
+
+
+@dataclass(frozen=True)
+class InvocationRecord:
+    """One stored tool invocation, as the Gatekeeper needs it (``result`` is the decoded stored JSON)."""
+
+    invocation_id: str
+    run_id: str
+    tool_name: str
+    status: str
+    result: Any
+
+
+class InvocationLookup(Protocol):
+    def lookup(self, invocation_ids: Collection[str]) -> Iterable[InvocationRecord]:
+        """Every stored invocation with one of these ids, from any run, in one batch."""
+        ...
+
+
+@dataclass(frozen=True)
+class BindingAudit:
+    source_invocation_id: Any
+    tool_name: Any
+    raw_path: Any
+    evidence_excerpt: Any
+    verified: bool
+    reason_code: str
+
+    def binding(self) -> dict[str, Any]:
+        return {name: getattr(self, name) for name in BINDING_FIELDS}
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**self.binding(), "verified": self.verified, "reason_code": str(self.reason_code)}
+
+
+@dataclass(frozen=True)
+class ClaimAudit:
+    claim_id: Any
+    statement: Any
+    verified: bool
+    reason_code: str
+    bindings: tuple[BindingAudit, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "claim_id": self.claim_id,
+            "statement": self.statement,
+            "verified": self.verified,
+            "reason_code": str(self.reason_code),
+            "bindings": [b.to_dict() for b in self.bindings],
+        }
+
+
+@dataclass(frozen=True)
+class GatekeeperResult:
+    run_id: str
+    verdict: Verdict
+    reason_code: str
+    verified_binding_count: int
+    total_binding_count: int
+    verified_claim_count: int
+    total_claim_count: int
+    claims: tuple[ClaimAudit, ...] = ()
+    version: str = GATEKEEPER_VERSION
+    verdict_ceiling: Verdict = field(init=False)
+    citation_validity: float = field(init=False)
+
+    def __post_init__(self) -> None:
+        # The Verifier may never conclude more than the evidence allows: the ceiling is the verdict.
+        object.__setattr__(self, "verdict_ceiling", self.verdict)
+        validity = self.verified_binding_count / self.total_binding_count if self.total_binding_count else 0.0
+        object.__setattr__(self, "citation_validity", validity)
+
+    @property
+    def audit(self) -> list[dict[str, Any]]:
+        return [c.to_dict() for c in self.claims]
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-serialisable form, for graph state and ``self_evaluation``; ``from_dict`` reverses it."""
+        return {
+            "version": self.version,
+            "run_id": self.run_id,
+            "verdict": str(self.verdict),
+            "verdict_ceiling": str(self.verdict_ceiling),
+            "reason_code": str(self.reason_code),
+            "verified_binding_count": self.verified_binding_count,
+            "total_binding_count": self.total_binding_count,
+            "verified_claim_count": self.verified_claim_count,
+            "total_claim_count": self.total_claim_count,
+            "citation_validity": self.citation_validity,
+            "audit": self.audit,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> GatekeeperResult:
+        """Rebuild a result stored with ``to_dict``; raise ValueError when it is not one."""
+        try:
+            claims = tuple(
+                ClaimAudit(
+                    claim_id=c["claim_id"],
+                    statement=c["statement"],
+                    verified=bool(c["verified"]),
+                    reason_code=c["reason_code"],
+                    bindings=tuple(
+                        BindingAudit(**{name: b[name] for name in BINDING_FIELDS},
+                                     verified=bool(b["verified"]), reason_code=b["reason_code"])
+                        for b in c["bindings"]
+                    ),
+                )
+                for c in data["audit"]
+            )
+            return cls(
+                run_id=data["run_id"],
+                verdict=Verdict(data["verdict"]),
+                reason_code=data["reason_code"],
+                verified_binding_count=int(data["verified_binding_count"]),
+                total_binding_count=int(data["total_binding_count"]),
+                verified_claim_count=int(data["verified_claim_count"]),
+                total_claim_count=int(data["total_claim_count"]),
+                claims=claims,
+                version=data.get("version", GATEKEEPER_VERSION),
+            )
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ValueError(f"not a stored gatekeeper result: {exc!r}") from exc
+
+
+# --- excerpt matching --------------------------------------------------------------------------
+
+_WIDE_CHARS = re.compile(
+    "[\u1100-\u115f\u2e80-\u303e\u3041-\u33ff\u3400-\u4dbf\u4e00-\u9fff\ua960-\ua97f\uac00-\ud7a3"
+    "\uf900-\ufaff\ufe30-\ufe4f\uff00-\uff60\uffe0-\uffe6\U00020000-\U0003fffd]"
+)
+
+
+def normalise_whitespace(text: str) -> str:
+    """Collapse every run of (Unicode) whitespace to one space and trim the ends."""
+    return " ".join(text.split())
+
+
+def excerpt_length(text: str) -> int:
+    """Length of an already normalised excerpt, counting CJK / full-width characters double."""
+    return len(text) + len(_WIDE_CHARS.findall(text))
+
+
+def _string_form(value: Any) -> str:
+    """What an excerpt is matched against for the value at ``raw_path``."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, bool) or value is None:
+        return json.dumps(value)
+    if isinstance(value, (int, float)):
+        return str(value)
+    try:
+        return json.dumps(value, ensure_ascii=False)
+    except TypeError:  # not pure JSON (a datetime from a careless lookup): still compare its text
+        pass
+    except (ValueError, RecursionError):
+        return ""
+    try:
+        return json.dumps(value, ensure_ascii=False, default=str)
+    except (ValueError, TypeError, RecursionError):
+        return ""
+
+
+def _string_leaves(value: Any) -> Iterable[str]:
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            yield item
+        elif isinstance(item, Mapping):
+            stack.extend(item.values())
+        elif isinstance(item, (list, tuple)):
+            stack.extend(item)
+
+
+@lru_cache(maxsize=1024)
+def _excerpt_pattern(needle: str) -> re.Pattern[str]:
+    """A normalised excerpt as a regex whose spaces match any whitespace run.
+
+    Searching the raw value with it is the same as a substring test on the normalised value, without
+    normalising (copying) a multi-megabyte value first. Only literals and ``\\s+``: no backtracking blow-up.
+    """
+    return re.compile(r"\s+".join(re.escape(token) for token in needle.split(" ")))
+
+
+class _Haystacks:
+    """The text of each cited value, built once per (invocation, path) and only on demand.
+
+    For an object or list the excerpt may lie inside one of its string values, or else match its
+    JSON text: JSON escapes quotes and newlines, so a log message quoted verbatim while citing the
+    whole record would never match the JSON text alone. The string values are joined with NUL, which
+    a matching excerpt may not contain, so a match never spans two values.
+    """
+
+    def __init__(self) -> None:
+        self._text: dict[tuple[str, tuple[Segment, ...]], str] = {}
+        self._leaves: dict[tuple[str, tuple[Segment, ...]], str] = {}
+
+    def contains(self, key: tuple[str, tuple[Segment, ...]], value: Any, needle: str) -> bool:
+        pattern = _excerpt_pattern(needle)
+        # Inside a container, most excerpts quote a string value: search those first, they are
+        # cheaper to build than the JSON text of a multi-megabyte result.
+        if isinstance(value, (Mapping, list, tuple)) and "\x00" not in needle:
+            leaves = self._leaves.get(key)
+            if leaves is None:
+                leaves = self._leaves[key] = "\x00".join(_string_leaves(value))
+            if pattern.search(leaves):
+                return True
+        text = self._text.get(key)
+        if text is None:
+            text = self._text[key] = _string_form(value)
+        return pattern.search(text) is not None
+
+
+# --- verification --------------------------------------------------------------------------------
+
+
+def _is_text(value: Any) -> bool:
+    return isinstance(value, str) and value.strip() != ""
+
+
+def _audit_value(value: Any) -> Any:
+    """Keep what the executor sent in the audit, but always JSON-serialisable and bounded."""
+    if value is None or isinstance(value, (str, bool, int, float)):
+        return value
+    try:
+        text = json.dumps(value, ensure_ascii=False, default=str)
+    except (ValueError, TypeError, RecursionError):
+        text = repr(type(value))
+    return text[:200]
+
+
+def _binding_audit(binding: Any, reason: ReasonCode) -> BindingAudit:
+    fields = binding if isinstance(binding, Mapping) else {}
+    return BindingAudit(
+        **{name: _audit_value(fields.get(name)) for name in BINDING_FIELDS},
+        verified=reason is ReasonCode.VERIFIED,
+        reason_code=reason,
+    )
+
+
+def _well_formed_binding(binding: Any) -> bool:
+    if not isinstance(binding, Mapping):
+        return False
+    ids = (binding.get("source_invocation_id"), binding.get("tool_name"), binding.get("raw_path"))
+    return all(_is_text(v) for v in ids) and isinstance(binding.get("evidence_excerpt"), str)
+
+
+def _claim_shape(claim: Any) -> tuple[ClaimReason | None, list[Any]]:
+    """(None, bindings) for a well-formed claim, else (reason, whatever bindings can be audited)."""
+    if not isinstance(claim, Mapping):
+        return ClaimReason.MALFORMED_CLAIM, []
+    evidence = claim.get("evidence")
+    if not isinstance(evidence, (list, tuple)):
+        return ClaimReason.MALFORMED_CLAIM, []
+    if not (_is_text(claim.get("claim_id")) and _is_text(claim.get("statement"))):
+        return ClaimReason.MALFORMED_CLAIM, list(evidence)
+    return None, list(evidence)
+
+
+class _BindingChecker:
+    def __init__(self, run_id: str, records: Mapping[str, list[Any]], min_chars: int) -> None:
+        self._run_id = run_id
+        self._records = records
+        self._min_chars = min_chars
+        self._haystacks = _Haystacks()
+
+    def check(self, binding: Any) -> ReasonCode:
+        if not _well_formed_binding(binding):
+            return ReasonCode.MALFORMED_BINDING
+        invocation_id = binding["source_invocation_id"]
+        candidates = self._records.get(invocation_id)
+        if not candidates:
+            return ReasonCode.INVOCATION_NOT_FOUND
+        # Invocation ids are unique per run only: pick this run's record among all the runs'.
+        record = next((r for r in candidates if r.run_id == self._run_id), None)
+        if record is None:
+            return ReasonCode.INVOCATION_OTHER_RUN
+        if record.tool_name != binding["tool_name"]:
+            return ReasonCode.TOOL_MISMATCH
+        if record.status != INVOCATION_SUCCESS:
+            return ReasonCode.INVOCATION_FAILED
+        try:
+            segments = parse(binding["raw_path"])
+        except JsonPathError:
+            return ReasonCode.PATH_MALFORMED
+        value = resolve_segments(record.result, segments)
+        if value is NOT_FOUND:
+            return ReasonCode.PATH_NOT_FOUND
+        needle = normalise_whitespace(binding["evidence_excerpt"])
+        if excerpt_length(needle) < self._min_chars:
+            return ReasonCode.EXCERPT_TOO_SHORT
+        if not self._haystacks.contains((invocation_id, segments), value, needle):
+            return ReasonCode.EXCERPT_MISMATCH
+        return ReasonCode.VERIFIED
+
+
+def _rejected(run_id: str, reason: OutcomeReason) -> GatekeeperResult:
+    return GatekeeperResult(
+        run_id=run_id, verdict=Verdict.REJECT, reason_code=reason, verified_binding_count=0,
+        total_binding_count=0, verified_claim_count=0, total_claim_count=0,
+    )
+
+
+def _fetch_records(lookup: InvocationLookup, ids: set[str]) -> dict[str, list[Any]]:
+    records: dict[str, list[Any]] = {}
+    if not ids:
+        return records
+    for record in lookup.lookup(tuple(sorted(ids))):
+        invocation_id = getattr(record, "invocation_id", None)
+        if invocation_id in ids:
+            records.setdefault(invocation_id, []).append(record)
+    return records
+
+
+def verify_bindings(
+    *,
+    executor_output: Any,
+    run_id: str,
+    lookup: InvocationLookup,
+    min_excerpt_chars: int = DEFAULT_MIN_EXCERPT_CHARS,
+) -> GatekeeperResult:
+    """Check every claim citation of an ``executor_evidence_v2`` output against this run's invocations.
+
+    Never raises on a malformed executor output (it yields REJECT or failing bindings); errors of
+    the lookup itself (the database) propagate to the caller.
+    """
+    if not _is_text(run_id):
+        raise ValueError("run_id must be a non-empty string")
+    min_chars = max(MIN_EXCERPT_CHARS_FLOOR, int(min_excerpt_chars))
+    if not isinstance(executor_output, Mapping):
+        return _rejected(run_id, OutcomeReason.MALFORMED_OUTPUT)
+    if executor_output.get("version") != EXECUTOR_EVIDENCE_VERSION:
+        return _rejected(run_id, OutcomeReason.UNSUPPORTED_VERSION)
+    raw_claims = executor_output.get("claims")
+    if not isinstance(raw_claims, (list, tuple)):
+        return _rejected(run_id, OutcomeReason.MALFORMED_OUTPUT)
+    if not raw_claims:
+        return _rejected(run_id, OutcomeReason.NO_CLAIMS)
+
+    shaped: list[tuple[Any, ClaimReason | None, list[Any]]] = []
+    seen_ids: set[str] = set()
+    for claim in raw_claims:
+        problem, bindings = _claim_shape(claim)
+        if problem is None:
+            if claim["claim_id"] in seen_ids:
+                problem = ClaimReason.DUPLICATE_CLAIM_ID
+            seen_ids.add(claim["claim_id"])
+        shaped.append((claim, problem, bindings))
+
+    wanted = {
+        b["source_invocation_id"]
+        for _, problem, bindings in shaped
+        if problem is None
+        for b in bindings
+        if _well_formed_binding(b)
+    }
+    checker = _BindingChecker(run_id, _fetch_records(lookup, wanted), min_chars)
+
+    audits: list[ClaimAudit] = []
+    for claim, problem, bindings in shaped:
+        fields = claim if isinstance(claim, Mapping) else {}
+        claim_id, statement = _audit_value(fields.get("claim_id")), _audit_value(fields.get("statement"))
+        if problem is not None:
+            binding_audits = tuple(_binding_audit(b, ReasonCode.MALFORMED_CLAIM) for b in bindings)
+            audits.append(ClaimAudit(claim_id, statement, False, problem, binding_audits))
+            continue
+        binding_audits = tuple(_binding_audit(b, checker.check(b)) for b in bindings)
+        verified = any(b.verified for b in binding_audits)
+        if verified:
+            reason = ClaimReason.VERIFIED
+        else:
+            reason = ClaimReason.NO_VERIFIED_BINDING if binding_audits else ClaimReason.NO_BINDINGS
+        audits.append(ClaimAudit(claim_id, statement, verified, reason, binding_audits))
+
+    verified_claims = sum(1 for c in audits if c.verified)
+    if verified_claims == len(audits):
+        verdict, outcome = Verdict.PASS, OutcomeReason.ALL_CLAIMS_VERIFIED
+    elif verified_claims:
+        verdict, outcome = Verdict.LOW_CONFID, OutcomeReason.SOME_CLAIMS_VERIFIED
+    else:
+        verdict, outcome = Verdict.REJECT, OutcomeReason.NO_CLAIM_VERIFIED
+    return GatekeeperResult(
+        run_id=run_id,
+        verdict=verdict,
+        reason_code=outcome,
+        verified_binding_count=sum(1 for c in audits for b in c.bindings if b.verified),
+        total_binding_count=sum(len(c.bindings) for c in audits),
+        verified_claim_count=verified_claims,
+        total_claim_count=len(audits),
+        claims=tuple(audits),
+    )
+
+
+# --- projection and verdicts ------------------------------------------------------------------------
+
+
+def _executor_citations(executor_output: Any) -> set[tuple[Any, ...]]:
+    """Every (claim_id, statement, *binding fields) the executor really emitted."""
+    citations: set[tuple[Any, ...]] = set()
+    claims = executor_output.get("claims") if isinstance(executor_output, Mapping) else None
+    for claim in claims if isinstance(claims, (list, tuple)) else []:
+        if not isinstance(claim, Mapping) or not isinstance(claim.get("evidence"), (list, tuple)):
+            continue
+        for b in claim["evidence"]:
+            if _well_formed_binding(b):
+                citations.add((claim.get("claim_id"), claim.get("statement"), *(b[name] for name in BINDING_FIELDS)))
+    return citations
+
+
+def project_verified_input(
+    *,
+    executor_output: Any,
+    gatekeeper_result: GatekeeperResult | Mapping[str, Any],
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """Only the verified claims, each with only its verified bindings, plus the flat evidence list.
+
+    The projection is built from the audit, never from free text: the executor's ``summary`` is
+    replaced by a neutral note and ``open_questions`` is emptied, because neither was verified.
+    ``gatekeeper_result`` may be the result or its ``to_dict()`` form. Raises ValueError when the
+    result verified a citation that ``executor_output`` does not contain (a wiring error).
+    """
+    result = gatekeeper_result
+    if not isinstance(result, GatekeeperResult):
+        result = GatekeeperResult.from_dict(result)
+    emitted = _executor_citations(executor_output)
+    claims: list[dict[str, Any]] = []
+    evidence: list[dict[str, Any]] = []
+    for claim in result.claims:
+        kept = [b for b in claim.bindings if b.verified]
+        if not claim.verified or not kept:
+            continue
+        for b in kept:
+            if (claim.claim_id, claim.statement, *b.binding().values()) not in emitted:
+                raise ValueError(f"gatekeeper result does not match executor_output (claim {claim.claim_id!r})")
+        bindings = [b.binding() for b in kept]
+        claims.append({"claim_id": claim.claim_id, "statement": claim.statement, "evidence": bindings})
+        evidence.extend({"claim_id": claim.claim_id, **b.binding()} for b in kept)
+    summary = (
+        f"Verified by {result.version}: {result.verified_claim_count} of {result.total_claim_count} claims and "
+        f"{result.verified_binding_count} of {result.total_binding_count} citations matched this run's tool output. "
+        "The executor's own summary and open questions are withheld because they are unverified."
+    )
+    verified_output = {"version": EXECUTOR_EVIDENCE_VERSION, "summary": summary, "claims": claims, "open_questions": []}
+    return verified_output, evidence
+
+
+def _as_verdict(value: Any) -> Verdict | None:
+    if isinstance(value, str):
+        try:
+            return Verdict(value.strip().upper())
+        except ValueError:
+            return None
+    return None
+
+
+def effective_verdict(model_verdict: Any, ceiling: Any) -> Verdict:
+    """The lower of the Verifier's verdict and the Gatekeeper ceiling (REJECT < LOW_CONFID < PASS).
+
+    Either side missing or unknown (after trimming and upper-casing) fails closed to REJECT.
+    """
+    model, cap = _as_verdict(model_verdict), _as_verdict(ceiling)
+    if model is None or cap is None:
+        return Verdict.REJECT
+    return min(model, cap, key=VERDICT_ORDER.__getitem__)
