@@ -1,0 +1,300 @@
+"""Grafana Loki HTTP API backend (``GET /loki/api/v1/query_range``).
+
+Implements ``LogsBackend.query_logs`` from ``base.py``. The LogQL is built from the
+service (stream selector ``{service="x"}``) and the query words (one ``|= "word"`` line
+filter per word or per double-quoted phrase). Results follow the logs shape in
+docs/ARCHITECTURE.md, records oldest-first. Failures raise ``BackendError``.
+
+Imports only stdlib + httpx.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime, timedelta, timezone
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+import httpx
+
+from diagnosis.tools.backends.base import BackendError, resolve_window
+
+__all__ = ["LokiBackend", "build_logql", "logql_string", "to_unix_ns", "ns_to_iso"]
+
+BACKEND_NAME = "loki"
+MAX_LIMIT = 1000
+_BODY_SNIPPET = 500
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+
+_LEVEL_ALIASES = {
+    "trace": "TRACE",
+    "debug": "DEBUG", "dbug": "DEBUG",
+    "info": "INFO", "information": "INFO", "informational": "INFO", "notice": "INFO",
+    "warn": "WARN", "warning": "WARN",
+    "error": "ERROR", "err": "ERROR", "eror": "ERROR",
+    "fatal": "FATAL", "critical": "CRITICAL", "crit": "CRITICAL",
+    "panic": "PANIC", "emerg": "FATAL", "emergency": "FATAL", "alert": "CRITICAL",
+}
+_LEVEL_KV_RE = re.compile(
+    r"""(?ix)
+    (?:^|[\s{,])"?(?:level|lvl|severity|loglevel|log_level)"?\s*[=:]\s*"?([a-z]+)"?
+    """
+)
+_LEVEL_WORD_RE = re.compile(
+    r"(?<![A-Za-z0-9_])(TRACE|DEBUG|INFO|NOTICE|WARN|WARNING|ERROR|ERR|FATAL|CRITICAL|CRIT|PANIC)(?![A-Za-z0-9_])"
+)
+_QUERY_TOKEN_RE = re.compile(r'"([^"]*)"|(\S+)')
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def _error(message: str, *, argument: str | None = None) -> BackendError:
+    return BackendError(message, argument=argument, backend=BACKEND_NAME)
+
+
+def logql_string(value: str) -> str:
+    """Quote ``value`` as a LogQL double-quoted string literal (Go escaping)."""
+    out = []
+    for ch in str(value):
+        if ch == "\\":
+            out.append("\\\\")
+        elif ch == '"':
+            out.append('\\"')
+        elif ch == "\n":
+            out.append("\\n")
+        elif ch == "\r":
+            out.append("\\r")
+        elif ch == "\t":
+            out.append("\\t")
+        elif ord(ch) < 0x20 or ord(ch) == 0x7F:
+            out.append(f"\\x{ord(ch):02x}")
+        else:
+            out.append(ch)
+    return '"' + "".join(out) + '"'
+
+
+def query_terms(query: str | None) -> list[str]:
+    """Words of ``query``; a double-quoted phrase stays one term. Empty terms dropped."""
+    terms: list[str] = []
+    for phrase, word in _QUERY_TOKEN_RE.findall(query or ""):
+        term = phrase if phrase else word
+        if term.strip() and term not in terms:
+            terms.append(term)
+    return terms
+
+
+def build_logql(service: str | None, query: str | None, service_label: str = "service") -> str:
+    """``{service="x"} |= "w1" |= "w2"``; without a service ``{service=~".+"}``."""
+    if not re.match(r"^[a-zA-Z_][a-zA-Z0-9_]*$", service_label or ""):
+        raise _error(f"not a valid Loki label name: {service_label!r}")
+    if service not in (None, ""):
+        selector = "{" + f"{service_label}={logql_string(service)}" + "}"
+    else:
+        selector = "{" + f'{service_label}=~".+"' + "}"
+    return " ".join([selector] + [f"|= {logql_string(t)}" for t in query_terms(query)])
+
+
+def to_unix_ns(value: datetime) -> int:
+    """Aware (or naive = UTC) datetime -> integer Unix nanoseconds, exact."""
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=timezone.utc)
+    return ((value - _EPOCH) // timedelta(microseconds=1)) * 1000
+
+
+def ns_to_iso(ns: int) -> str:
+    """Unix nanoseconds -> ISO UTC ``YYYY-MM-DDTHH:MM:SS[.ffffff[fff]]Z`` (shortest of 0/3/6/9 digits)."""
+    seconds, frac = divmod(int(ns), 1_000_000_000)
+    text = (_EPOCH + timedelta(seconds=seconds)).strftime("%Y-%m-%dT%H:%M:%S")
+    if frac:
+        digits = f"{frac:09d}"
+        for width in (3, 6, 9):
+            if digits[width:].strip("0") == "":
+                text += "." + digits[:width]
+                break
+    return text + "Z"
+
+
+def _safe_url(url: str) -> str:
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return "<invalid url>"
+    host = parts.hostname or ""
+    if ":" in host:
+        host = f"[{host}]"
+    try:
+        port = parts.port
+    except ValueError:
+        port = None
+    return urlunsplit((parts.scheme, host + (f":{port}" if port else ""), parts.path, "", ""))
+
+
+def _norm_level(raw: Any) -> str | None:
+    if not isinstance(raw, str):
+        return None
+    return _LEVEL_ALIASES.get(raw.strip().lower())
+
+
+def detect_level(labels: dict[str, str], line: str) -> str:
+    """Level from stream label ``level``/``detected_level``, else parsed from the line, else ``UNKNOWN``."""
+    for key in ("level", "detected_level", "severity", "lvl"):
+        level = _norm_level(labels.get(key))
+        if level:
+            return level
+    match = _LEVEL_KV_RE.search(line)
+    if match and _norm_level(match.group(1)):
+        return _norm_level(match.group(1))  # type: ignore[return-value]
+    match = _LEVEL_WORD_RE.search(line[:200])
+    if match:
+        return _norm_level(match.group(1)) or "UNKNOWN"
+    return "UNKNOWN"
+
+
+# --------------------------------------------------------------------------- backend
+
+
+class LokiBackend:
+    """Logs from a Grafana Loki server's HTTP API."""
+
+    name = BACKEND_NAME
+
+    def __init__(
+        self,
+        base_url: str,
+        timeout_seconds: float = 5,
+        tenant: str | None = None,
+        service_label: str = "service",
+        *,
+        transport: httpx.BaseTransport | None = None,
+    ) -> None:
+        if not base_url or not str(base_url).strip():
+            raise _error("loki base_url is not configured")
+        self.base_url = str(base_url).strip().rstrip("/")
+        self.timeout_seconds = float(timeout_seconds)
+        self.tenant = tenant or None
+        self.service_label = service_label or "service"
+        self._transport = transport
+        self._display_url = _safe_url(self.base_url)
+
+    def __repr__(self) -> str:
+        return f"LokiBackend({self._display_url!r})"
+
+    def build_query(self, *, service: str | None = None, query: str | None = None) -> str:
+        return build_logql(service, query, self.service_label)
+
+    def query_logs(
+        self,
+        *,
+        service: str | None = None,
+        query: str | None = None,
+        start: datetime | None = None,
+        end: datetime | None = None,
+        limit: int = 50,
+    ) -> dict[str, Any]:
+        """Log lines via ``/loki/api/v1/query_range`` (direction=backward), returned oldest-first."""
+        logql = self.build_query(service=service, query=query)
+        start_dt, end_dt = resolve_window(start, end, now=datetime.now(timezone.utc))
+        if limit is None:
+            limit = 50
+        if isinstance(limit, bool) or not isinstance(limit, (int, str)) or not str(limit).strip().isdigit():
+            raise _error(f"must be an integer between 1 and {MAX_LIMIT}, got {limit!r}", argument="limit")
+        limit = int(limit)
+        if not 1 <= limit <= MAX_LIMIT:
+            raise _error(f"must be between 1 and {MAX_LIMIT}, got {limit}", argument="limit")
+        start_ns, end_ns = to_unix_ns(start_dt), to_unix_ns(end_dt)
+
+        params = {
+            "query": logql,
+            "start": str(start_ns),
+            "end": str(end_ns),
+            "limit": str(limit),
+            "direction": "backward",
+        }
+        data = self._get("/loki/api/v1/query_range", params)
+
+        result_type = data.get("resultType")
+        if result_type != "streams":
+            raise _error(
+                f"loki returned resultType {result_type!r} for a log query (expected 'streams')"
+            )
+        entries: list[tuple[int, int, dict[str, str], str]] = []
+        seq = 0
+        for stream in data.get("result") or []:
+            if not isinstance(stream, dict):
+                raise _error("loki returned a malformed stream")
+            labels = {str(k): str(v) for k, v in (stream.get("stream") or {}).items()}
+            for value in stream.get("values") or []:
+                if not isinstance(value, (list, tuple)) or len(value) < 2:
+                    raise _error("loki returned a malformed log entry")
+                try:
+                    ts = int(value[0])
+                except (TypeError, ValueError):
+                    raise _error(f"loki returned an invalid timestamp {value[0]!r}") from None
+                entries.append((ts, seq, labels, str(value[1])))
+                seq += 1
+
+        # backward = newest first; keep the newest `limit`, then present oldest-first
+        entries.sort(key=lambda e: (-e[0], e[1]))
+        entries = entries[:limit]
+        entries.reverse()
+        records = [
+            {
+                "timestamp": ns_to_iso(ts),
+                "service": labels.get(self.service_label) or labels.get("service") or service or "unknown",
+                "level": detect_level(labels, line),
+                "message": line.rstrip("\n"),
+            }
+            for ts, _, labels, line in entries
+        ]
+        return {
+            "backend": BACKEND_NAME,
+            "service": service,
+            "query": logql,
+            "start": ns_to_iso(start_ns),
+            "end": ns_to_iso(end_ns),
+            "total": len(records),
+            "records": records,
+        }
+
+    def _get(self, path: str, params: dict[str, str]) -> dict[str, Any]:
+        headers = {"Accept": "application/json"}
+        if self.tenant:
+            headers["X-Scope-OrgID"] = self.tenant
+        try:
+            with httpx.Client(
+                timeout=self.timeout_seconds,
+                follow_redirects=False,
+                transport=self._transport,
+                headers=headers,
+            ) as client:
+                response = client.get(self.base_url + path, params=params)
+        except httpx.TimeoutException:
+            raise _error(
+                f"loki unreachable at {self._display_url}: timed out after {self.timeout_seconds:g}s"
+            ) from None
+        except httpx.HTTPError as exc:
+            detail = str(exc).replace(self.base_url, self._display_url) or type(exc).__name__
+            raise _error(f"loki unreachable at {self._display_url}: {detail}") from None
+
+        status = response.status_code
+        if not 200 <= status < 300:
+            body = response.text.strip()
+            if len(body) > _BODY_SNIPPET:
+                body = body[:_BODY_SNIPPET] + "…"
+            suffix = " (redirects are not followed)" if 300 <= status < 400 else ""
+            raise _error(f"loki query failed (HTTP {status}){suffix}: {body or 'empty body'}")
+        try:
+            payload = response.json()
+        except ValueError:
+            snippet = response.text[:_BODY_SNIPPET].strip()
+            raise _error(f"loki at {self._display_url} returned a non-JSON response: {snippet}") from None
+        if not isinstance(payload, dict):
+            raise _error(f"loki at {self._display_url} returned unexpected JSON")
+        if payload.get("status") != "success":
+            detail = payload.get("error") or payload.get("message") or payload.get("status")
+            raise _error(f"loki query failed: {detail}")
+        data = payload.get("data")
+        if not isinstance(data, dict):
+            raise _error("loki response has no data object")
+        return data

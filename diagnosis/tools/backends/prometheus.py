@@ -1,0 +1,364 @@
+"""Prometheus HTTP API backend (target: Prometheus 2.42).
+
+Implements ``MetricsBackend.query_metrics`` and ``AlertsBackend.query_alerts`` from
+``base.py`` against ``/api/v1/query_range``, ``/api/v1/query`` and ``/api/v1/alerts``.
+Results follow the tool result shapes in docs/ARCHITECTURE.md. Any failure (unreachable
+server, timeout, ``status: "error"``, non-JSON body, unexpected shape) raises
+``BackendError``; an error is never turned into an empty success.
+
+Imports only stdlib + httpx.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from datetime import datetime, timedelta, timezone
+from typing import Any, Mapping
+from urllib.parse import urlsplit, urlunsplit
+
+import httpx
+
+from diagnosis.tools.backends.base import (
+    BackendError,
+    describe_series,
+    format_timestamp,
+    parse_step,
+    parse_time,
+    resolve_window,
+    series_stats,
+)
+
+__all__ = ["PrometheusBackend", "promql_selector", "promql_string"]
+
+BACKEND_NAME = "prometheus"
+DEFAULT_STEP_SECONDS = 60.0
+MAX_POINTS = 1000
+_BODY_SNIPPET = 300
+
+_METRIC_NAME_RE = re.compile(r"^[a-zA-Z_:][a-zA-Z0-9_:]*$")
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def _error(message: str, *, argument: str | None = None) -> BackendError:
+    return BackendError(message, argument=argument, backend=BACKEND_NAME)
+
+
+def promql_string(value: str) -> str:
+    """Quote ``value`` as a PromQL double-quoted string literal (Go escaping)."""
+    out = []
+    for ch in str(value):
+        if ch == "\\":
+            out.append("\\\\")
+        elif ch == '"':
+            out.append('\\"')
+        elif ch == "\n":
+            out.append("\\n")
+        elif ch == "\r":
+            out.append("\\r")
+        elif ch == "\t":
+            out.append("\\t")
+        elif ord(ch) < 0x20 or ord(ch) == 0x7F:
+            out.append(f"\\x{ord(ch):02x}")
+        else:
+            out.append(ch)
+    return '"' + "".join(out) + '"'
+
+
+def promql_selector(metric: str, labels: Mapping[str, str] | None = None) -> str:
+    """Build ``metric{label="value",...}`` with escaped label values.
+
+    Raises ``BackendError`` for a metric or label name that is not a valid identifier.
+    """
+    metric = (metric or "").strip()
+    if not _METRIC_NAME_RE.match(metric):
+        raise _error(f"not a valid metric name: {metric!r} (expected [a-zA-Z_:][a-zA-Z0-9_:]*)", argument="metric")
+    matchers = []
+    for name, value in (labels or {}).items():
+        if not re.match(r"^[a-zA-Z_][a-zA-Z0-9_]*$", name or ""):
+            raise _error(f"not a valid label name: {name!r}")
+        matchers.append(f"{name}={promql_string(value)}")
+    return metric + ("{" + ",".join(matchers) + "}" if matchers else "")
+
+
+def _safe_url(url: str) -> str:
+    """``url`` without userinfo, query or fragment (never leak credentials)."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return "<invalid url>"
+    host = parts.hostname or ""
+    if ":" in host:  # IPv6 literal
+        host = f"[{host}]"
+    try:
+        port = parts.port
+    except ValueError:
+        port = None
+    netloc = host + (f":{port}" if port else "")
+    return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
+
+
+def _unix(value: datetime) -> float:
+    return (value - _EPOCH) / timedelta(seconds=1)
+
+
+def _fmt_unix(seconds: float) -> str:
+    text = f"{seconds:.3f}".rstrip("0").rstrip(".")
+    return text or "0"
+
+
+def _normalize_iso(text: Any) -> Any:
+    """RFC3339 with any offset / nanoseconds -> ISO UTC ``...Z``; other input unchanged."""
+    if not isinstance(text, str) or not text:
+        return text
+    m = re.match(r"^(\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2})(\.\d+)?(Z|[+-]\d{2}:\d{2})?$", text)
+    if not m:
+        return text
+    base, frac, tz = m.groups()
+    frac = (frac or "")[:7]  # "." + up to 6 digits
+    tz = "+00:00" if tz in (None, "Z") else tz
+    try:
+        dt = datetime.fromisoformat(base.replace(" ", "T") + frac + tz)
+    except ValueError:
+        return text
+    return format_timestamp(dt)
+
+
+def _number(value: float) -> int | float:
+    """Integral floats become ints (so JSON shows ``50`` rather than ``50.0``)."""
+    if math.isfinite(value) and value == int(value) and abs(value) < 2**53:
+        return int(value)
+    return value
+
+
+def _timestamp(raw: Any) -> int | float:
+    try:
+        return _number(float(raw))
+    except (TypeError, ValueError):
+        raise _error(f"prometheus returned an invalid sample timestamp {raw!r}") from None
+
+
+# --------------------------------------------------------------------------- backend
+
+
+class PrometheusBackend:
+    """Metrics and alerts from a Prometheus server's HTTP API."""
+
+    name = BACKEND_NAME
+
+    def __init__(
+        self,
+        base_url: str,
+        timeout_seconds: float = 5,
+        service_label: str = "service",
+        *,
+        transport: httpx.BaseTransport | None = None,
+    ) -> None:
+        if not base_url or not str(base_url).strip():
+            raise _error("prometheus base_url is not configured")
+        self.base_url = str(base_url).strip().rstrip("/")
+        self.timeout_seconds = float(timeout_seconds)
+        self.service_label = service_label or "service"
+        self._transport = transport
+        self._display_url = _safe_url(self.base_url)
+
+    def __repr__(self) -> str:
+        return f"PrometheusBackend({self._display_url!r})"
+
+    # ---------------------------------------------------------------- HTTP
+
+    def _get(self, path: str, params: Mapping[str, str] | None = None) -> Any:
+        """GET ``path`` and return ``data`` of a ``status: success`` envelope."""
+        url = self.base_url + path
+        try:
+            with httpx.Client(
+                timeout=self.timeout_seconds,
+                follow_redirects=False,
+                transport=self._transport,
+                headers={"Accept": "application/json"},
+            ) as client:
+                response = client.get(url, params=params)
+        except httpx.TimeoutException:
+            raise _error(
+                f"prometheus unreachable at {self._display_url}: "
+                f"timed out after {self.timeout_seconds:g}s"
+            ) from None
+        except httpx.HTTPError as exc:
+            detail = str(exc).replace(self.base_url, self._display_url) or type(exc).__name__
+            raise _error(f"prometheus unreachable at {self._display_url}: {detail}") from None
+
+        status = response.status_code
+        if 300 <= status < 400:
+            raise _error(
+                f"prometheus at {self._display_url} answered HTTP {status} redirect "
+                f"(redirects are not followed)"
+            )
+        try:
+            payload = response.json()
+        except ValueError:
+            snippet = response.text[:_BODY_SNIPPET].strip()
+            raise _error(
+                f"prometheus at {self._display_url} returned a non-JSON response "
+                f"(HTTP {status}): {snippet}"
+            ) from None
+        if not isinstance(payload, dict):
+            raise _error(f"prometheus at {self._display_url} returned unexpected JSON (HTTP {status})")
+        if payload.get("status") == "error":
+            raise _error(
+                f"prometheus query failed (HTTP {status}, {payload.get('errorType') or 'unknown'}): "
+                f"{payload.get('error') or 'no error message'}"
+            )
+        if payload.get("status") != "success" or status >= 400:
+            snippet = response.text[:_BODY_SNIPPET].strip()
+            raise _error(
+                f"prometheus at {self._display_url} answered HTTP {status} without success: {snippet}"
+            )
+        return payload.get("data")
+
+    # ---------------------------------------------------------------- metrics
+
+    def build_query(self, *, query: str | None = None, metric: str | None = None,
+                    service: str | None = None) -> str:
+        """PromQL for a call: ``query`` as given, else ``metric{<service_label>="service"}``."""
+        if query is not None and str(query).strip():
+            return str(query).strip()
+        if metric is None or not str(metric).strip():
+            raise _error("give a PromQL query, or a metric name (with an optional service)", argument="query")
+        labels = {self.service_label: service} if service not in (None, "") else {}
+        return promql_selector(str(metric), labels)
+
+    def query_metrics(
+        self,
+        *,
+        query: str | None = None,
+        metric: str | None = None,
+        service: str | None = None,
+        start: datetime | None = None,
+        end: datetime | None = None,
+        step: Any = None,
+    ) -> dict[str, Any]:
+        """Range query via ``/api/v1/query_range`` (default window: the last 60 minutes)."""
+        promql = self.build_query(query=query, metric=metric, service=service)
+        start_dt, end_dt = resolve_window(start, end, now=datetime.now(timezone.utc))
+        start_s, end_s = _unix(start_dt), _unix(end_dt)
+
+        step_s = parse_step(step) or DEFAULT_STEP_SECONDS
+        span = end_s - start_s
+        if span > 0 and span / step_s + 1 > MAX_POINTS:
+            step_s = float(math.ceil(span / (MAX_POINTS - 1)))
+
+        data = self._get(
+            "/api/v1/query_range",
+            {"query": promql, "start": _fmt_unix(start_s), "end": _fmt_unix(end_s), "step": _fmt_unix(step_s)},
+        )
+        if not isinstance(data, dict) or data.get("resultType") != "matrix":
+            kind = data.get("resultType") if isinstance(data, dict) else type(data).__name__
+            raise _error(f"prometheus query_range returned {kind!r}, expected a matrix")
+        series = [self._series(item) for item in data.get("result") or []]
+        series.sort(key=lambda s: sorted(s["labels"].items()))
+        return {
+            "backend": BACKEND_NAME,
+            "query": promql,
+            "start": format_timestamp(start_dt),
+            "end": format_timestamp(end_dt),
+            "step": _number(step_s),
+            "series": series,
+        }
+
+    def _labels(self, raw: Any) -> dict[str, str]:
+        labels = {str(k): str(v) for k, v in (raw or {}).items()} if isinstance(raw, dict) else {}
+        if self.service_label != "service" and "service" not in labels and self.service_label in labels:
+            labels["service"] = labels[self.service_label]
+        return labels
+
+    def _series(self, item: Any) -> dict[str, Any]:
+        if not isinstance(item, dict):
+            raise _error("prometheus returned a malformed matrix entry")
+        labels = self._labels(item.get("metric"))
+        values = []
+        for pair in item.get("values") or []:
+            if not isinstance(pair, (list, tuple)) or len(pair) < 2:
+                raise _error("prometheus returned a malformed sample")
+            values.append([_timestamp(pair[0]), str(pair[1])])
+        stats = series_stats(values)
+        return {
+            "labels": labels,
+            "values": values,
+            "stats": stats,
+            "description": describe_series(labels, stats),
+        }
+
+    def query_instant(self, query: str, *, time: datetime | None = None) -> dict[str, Any]:
+        """Instant query via ``/api/v1/query``.
+
+        Returns ``{"backend", "query", "time", "result_type", "series": [{"labels", "value": [t, "v"]}]}``;
+        a scalar/string result is one series with empty labels.
+        """
+        if query is None or not str(query).strip():
+            raise _error("give a PromQL query", argument="query")
+        promql = str(query).strip()
+        at = parse_time(time, argument="time")
+        params = {"query": promql}
+        if at is not None:
+            params["time"] = _fmt_unix(_unix(at))
+        data = self._get("/api/v1/query", params)
+        if not isinstance(data, dict):
+            raise _error("prometheus query returned no data object")
+        result_type = data.get("resultType")
+        result = data.get("result")
+        series: list[dict[str, Any]] = []
+        if result_type == "vector":
+            for item in result or []:
+                if not isinstance(item, dict) or not isinstance(item.get("value"), list) or len(item["value"]) < 2:
+                    raise _error("prometheus returned a malformed vector entry")
+                t, v = item["value"][0], item["value"][1]
+                series.append({"labels": self._labels(item.get("metric")), "value": [_timestamp(t), str(v)]})
+            series.sort(key=lambda s: sorted(s["labels"].items()))
+        elif result_type in ("scalar", "string"):
+            if not isinstance(result, list) or len(result) < 2:
+                raise _error(f"prometheus returned a malformed {result_type} result")
+            series.append({"labels": {}, "value": [_timestamp(result[0]), str(result[1])]})
+        elif result_type == "matrix":
+            # e.g. ``up[5m]``: keep the samples, last one as value
+            for item in result or []:
+                s = self._series(item)
+                series.append({"labels": s["labels"], "value": s["values"][-1] if s["values"] else None,
+                               "values": s["values"]})
+        else:
+            raise _error(f"prometheus query returned unknown resultType {result_type!r}")
+        return {
+            "backend": BACKEND_NAME,
+            "query": promql,
+            "time": format_timestamp(at) if at is not None else None,
+            "result_type": result_type,
+            "series": series,
+        }
+
+    # ---------------------------------------------------------------- alerts
+
+    def query_alerts(self) -> dict[str, Any]:
+        """Active (pending or firing) alerts via ``/api/v1/alerts``."""
+        data = self._get("/api/v1/alerts")
+        if not isinstance(data, dict) or not isinstance(data.get("alerts"), list):
+            raise _error("prometheus /api/v1/alerts returned no alerts list")
+        alerts = []
+        for raw in data["alerts"]:
+            if not isinstance(raw, dict):
+                raise _error("prometheus returned a malformed alert")
+            labels = self._labels(raw.get("labels"))
+            annotations = {str(k): str(v) for k, v in (raw.get("annotations") or {}).items()}
+            annotations.setdefault("summary", "")
+            annotations.setdefault("description", "")
+            alerts.append({
+                "labels": labels,
+                "annotations": annotations,
+                "state": str(raw.get("state") or ""),
+                "activeAt": _normalize_iso(raw.get("activeAt")),
+                "value": None if raw.get("value") is None else str(raw.get("value")),
+            })
+        alerts.sort(key=lambda a: (a["state"] != "firing", a["labels"].get("alertname", ""),
+                                   sorted(a["labels"].items())))
+        return {"backend": BACKEND_NAME, "alerts": alerts}
