@@ -7,6 +7,7 @@ import socket
 from celery import shared_task
 
 from diagnosis.models import ServiceProbe
+from diagnosis.services.runs import run_execute
 
 
 @shared_task(name="diagnosis.tasks.ping")
@@ -14,3 +15,10 @@ def ping(token: str) -> str:
     """Write a probe row: proves a worker consumed the queue and can reach the database."""
     ServiceProbe.objects.get_or_create(token=token, defaults={"worker": socket.gethostname()})
     return token
+
+
+@shared_task(name="diagnosis.tasks.execute_run", bind=True, acks_late=True, reject_on_worker_lost=True)
+def execute_run(self, run_id: str) -> str | None:
+    """Execute one run. Idempotent: a redelivered message for a finished or live run does nothing."""
+    run = run_execute(run_id=run_id, task_id=self.request.id or "")
+    return run.status if run else None

@@ -7,12 +7,13 @@ import os
 import pytest
 from django.conf import settings
 
-from tests.factories import UserFactory
 
 REQUIRE_SERVICES = os.environ.get("AIOPS_REQUIRE_SERVICES") == "1"
 
 
 def services_available() -> bool:
+    if not settings.configured:
+        return False
     return settings.DATABASES["default"]["ENGINE"].endswith("mysql") and bool(settings.REDIS_URL)
 
 
@@ -31,7 +32,7 @@ def pytest_collection_modifyitems(config, items):
 @pytest.fixture(scope="session", autouse=True)
 def _fresh_redis_db():
     """The services pass owns its Redis database: start it empty so no stale task is consumed."""
-    if settings.REDIS_URL:
+    if settings.configured and settings.REDIS_URL:
         import redis
 
         redis.Redis.from_url(settings.REDIS_URL).flushdb()
@@ -40,14 +41,20 @@ def _fresh_redis_db():
 
 @pytest.fixture
 def alice(db):
+    from tests.factories import UserFactory
+
     return UserFactory(username="alice")
 
 
 @pytest.fixture
 def bob(db):
+    from tests.factories import UserFactory
+
     return UserFactory(username="bob")
 
 
 @pytest.fixture
 def support_user(db):
+    from tests.factories import UserFactory
+
     return UserFactory(username="charlie", is_staff=True)

@@ -1,0 +1,324 @@
+"""The eight node adapters plugged into `build_diagnosis_graph`.
+
+Planner, executor, verifier and composer call the model; gatekeeper, verified_input,
+evidence_retry and fallback are deterministic. Every expected failure becomes a status:
+adapters never raise for a model fault, a bad output or a failing tool.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any, Mapping
+
+from diagnosis.agents.catalog import prompt
+from diagnosis.agents.runtime import AgentContext, fence_tool_output, question_language
+from diagnosis.gatekeeper import project_verified_input, verify_bindings
+from diagnosis.graph.state import NodeName as N
+from diagnosis.graph.state import NodeStatus as S
+from diagnosis.graph.state import PlannerMode
+from diagnosis.graph.state import StateKey as K
+from diagnosis.graph.topology import DiagnosisNodes
+from diagnosis.llm.base import ModelError, ModelInvalidOutputError
+from diagnosis.tools.registry import ALLOWED_TOOLS, BLOCKED, openai_tool_specs
+
+INVOCATION_REF_RE = re.compile(r"\binv-[0-9a-f]{8}\b")
+MAX_PLAN_STEPS = 12
+STATUS_BY_KIND = {"retryable": S.RETRYABLE_FAILED, "non_retryable": S.NON_RETRYABLE_FAILED, "invalid_output": S.INVALID_OUTPUT}
+
+
+def _status_for(exc: ModelError) -> str:
+    return STATUS_BY_KIND.get(exc.kind, S.NON_RETRYABLE_FAILED)
+
+
+def _query(state: Mapping[str, Any]) -> str:
+    return (state.get(K.DIAGNOSIS_CONTEXT) or {}).get("query", "")
+
+
+def _attempt(state: Mapping[str, Any], key: str) -> int:
+    return int(state.get(key) or 0) + 1
+
+
+def _invalid(message: str, field: str | None = None) -> ModelInvalidOutputError:
+    return ModelInvalidOutputError(message, field=field)
+
+
+# --------------------------------------------------------------------------- output validation
+
+
+def validate_plan(plan: Any) -> dict:
+    if not isinstance(plan, dict) or not isinstance(plan.get("steps"), list):
+        raise _invalid("planner output must be an object with a 'steps' list", "steps")
+    steps = []
+    for i, step in enumerate(plan["steps"][:MAX_PLAN_STEPS]):
+        if not isinstance(step, dict) or not isinstance(step.get("tool"), str):
+            raise _invalid(f"steps[{i}] must be an object with a 'tool' name", f"steps[{i}].tool")
+        arguments = step.get("arguments") or {}
+        if not isinstance(arguments, dict):
+            raise _invalid(f"steps[{i}].arguments must be an object", f"steps[{i}].arguments")
+        steps.append({"tool": step["tool"], "arguments": arguments, "purpose": str(step.get("purpose", ""))[:300]})
+    return {
+        "version": "planner_plan_v1", "goal": str(plan.get("goal", ""))[:500],
+        "services": [s for s in plan.get("services", []) if isinstance(s, str)][:10],
+        "language": plan.get("language") if plan.get("language") in ("en", "zh") else None,
+        "steps": steps,
+    }
+
+
+def validate_evidence(output: Any) -> dict:
+    if not isinstance(output, dict) or output.get("version") != "executor_evidence_v2":
+        raise _invalid("executor output must be an executor_evidence_v2 object", "version")
+    if not isinstance(output.get("claims"), list):
+        raise _invalid("executor output needs a 'claims' list", "claims")
+    for i, claim in enumerate(output["claims"]):
+        if not isinstance(claim, dict) or not isinstance(claim.get("claim_id"), str) or not isinstance(claim.get("evidence"), list):
+            raise _invalid(f"claims[{i}] needs a claim_id and an evidence list", f"claims[{i}]")
+    return {
+        "version": "executor_evidence_v2", "summary": str(output.get("summary", ""))[:2000],
+        "claims": output["claims"][:50],
+        "open_questions": [q for q in output.get("open_questions", []) if isinstance(q, str)][:20],
+    }
+
+
+def validate_verifier(output: Any) -> dict:
+    if not isinstance(output, dict) or output.get("verdict") not in ("PASS", "LOW_CONFID", "REJECT"):
+        raise _invalid("verifier output needs a verdict of PASS, LOW_CONFID or REJECT", "verdict")
+    for key in ("claim_checks", "fact_checks", "critical_evidence_gaps"):
+        if not isinstance(output.get(key, []), list):
+            raise _invalid(f"verifier '{key}' must be a list", key)
+    score = output.get("score")
+    if score is not None and not isinstance(score, (int, float)):
+        raise _invalid("verifier 'score' must be a number", "score")
+    gaps = [g for g in output.get("critical_evidence_gaps", []) if isinstance(g, dict) and g.get("gap")]
+    return {
+        "verdict": output["verdict"], "score": float(score) if score is not None else None,
+        "claim_checks": output.get("claim_checks", [])[:50], "fact_checks": output.get("fact_checks", [])[:50],
+        "critical_evidence_gaps": gaps[:5], "rationale": str(output.get("rationale", ""))[:2000],
+    }
+
+
+def validate_composition(output: Any, verified_ids: set[str]) -> dict:
+    if not isinstance(output, dict) or not isinstance(output.get("answer_markdown"), str) or not output["answer_markdown"].strip():
+        raise _invalid("composer output needs a non-empty 'answer_markdown'", "answer_markdown")
+    answer = output["answer_markdown"]
+    cited = set(INVOCATION_REF_RE.findall(answer))
+    unverified = sorted(cited - verified_ids)
+    if unverified:
+        raise _invalid(f"the answer cites invocations that carry no verified evidence: {', '.join(unverified)}", "answer_markdown")
+    return {"answer_markdown": answer, "cited_invocation_ids": sorted(cited)}
+
+
+def merge_snapshot(previous: dict | None, current: dict) -> dict:
+    """EVIDENCE_GAP_ONLY re-emits the full snapshot: keep earlier claims the executor left out."""
+    if not previous:
+        return current
+    ids = {c.get("claim_id") for c in current["claims"]}
+    carried = [c for c in previous.get("claims", []) if c.get("claim_id") not in ids]
+    return {**current, "claims": carried + current["claims"]}
+
+
+# --------------------------------------------------------------------------- adapters
+
+
+class DiagnosisAgents:
+    """Node adapters bound to one run's `AgentContext`."""
+
+    def __init__(self, ctx: AgentContext):
+        self.ctx = ctx
+
+    def nodes(self) -> DiagnosisNodes:
+        return DiagnosisNodes(
+            planner=self.planner, executor=self.executor, gatekeeper=self.gatekeeper,
+            verified_input=self.verified_input, verifier=self.verifier, evidence_retry=self.evidence_retry,
+            composer=self.composer, fallback=self.fallback,
+        )
+
+    # -- planner ---------------------------------------------------------------------------------
+    def planner(self, state, config):
+        mode = state.get(K.PLANNER_MODE) or PlannerMode.NORMAL
+        question = _query(state)
+        payload = {
+            "question": question, "mode": mode, "language": question_language(question),
+            "history": self.ctx.history, "retry_context": state.get(K.RETRY_CONTEXT),
+            "allowed_tools": sorted(ALLOWED_TOOLS),
+        }
+        try:
+            reply = self.ctx.call_model(
+                node=N.PLANNER, role="planner", attempt=_attempt(state, K.PLANNER_RETRY_COUNT),
+                system=prompt("planner").text, user=payload, structured_input=payload,
+            )
+            plan = validate_plan(reply.parse_json())
+        except ModelError as exc:
+            return {K.PLANNER_STATUS: _status_for(exc), K.PLANNER_PLAN: {"error": exc.to_dict()}}
+        return {K.PLANNER_STATUS: S.COMPLETED, K.PLANNER_PLAN: {**plan, "mode": mode}}
+
+    # -- executor --------------------------------------------------------------------------------
+    def executor(self, state, config):
+        ctx = self.ctx
+        mode = state.get(K.PLANNER_MODE) or PlannerMode.NORMAL
+        previous = state.get(K.EXECUTOR_OUTPUT) if mode == PlannerMode.EVIDENCE_GAP_ONLY else None
+        question = _query(state)
+        payload = {
+            "question": question, "mode": mode, "language": question_language(question), "history": ctx.history,
+            "plan": state.get(K.PLANNER_PLAN), "previous_snapshot": previous,
+            "tool_budget": ctx.tools.remaining,
+        }
+        messages = [
+            {"role": "system", "content": prompt("executor").text},
+            {"role": "user", "content": json.dumps(payload, ensure_ascii=False, default=str)},
+        ]
+        results: list[dict] = []
+        attempt = int(state.get(K.EVIDENCE_RETRY_COUNT) or 0) + 1
+        try:
+            for _ in range(ctx.tools.max_calls + 3):
+                offer_tools = ctx.tools.remaining > 0
+                reply = ctx.call_model(
+                    node=N.EXECUTOR, role="executor", attempt=attempt, system="", user=None, messages=messages,
+                    tools=openai_tool_specs() if offer_tools else None, json_output=not offer_tools,
+                    structured_input={**payload, "tool_results": results, "tool_budget": ctx.tools.remaining},
+                )
+                if not reply.tool_calls:
+                    output = merge_snapshot(previous, validate_evidence(reply.parse_json()))
+                    return {K.EXECUTOR_STATUS: S.COMPLETED, K.EXECUTOR_OUTPUT: output}
+                messages.append(reply.as_assistant_message())
+                for call in reply.tool_calls:
+                    outcome = ctx.tools.call(call.name, call.arguments)
+                    if outcome.status == BLOCKED and call.name not in ALLOWED_TOOLS:
+                        return {
+                            K.EXECUTOR_STATUS: S.TOOL_BLOCKED,
+                            K.EXECUTOR_OUTPUT: {"error": {"code": "tool_blocked", "tool": call.name[:64],
+                                                          "invocation_id": outcome.invocation_id}},
+                        }
+                    results.append(outcome.to_dict())
+                    messages.append({"role": "tool", "tool_call_id": call.id, "content": fence_tool_output(outcome)})
+            raise _invalid("the executor never produced its final evidence report")
+        except ModelError as exc:
+            status = S.INVALID_OUTPUT if exc.kind == "invalid_output" else S.FAILED
+            return {K.EXECUTOR_STATUS: status, K.EXECUTOR_OUTPUT: {"error": exc.to_dict()}}
+
+    # -- gatekeeper and verified input -----------------------------------------------------------
+    def gatekeeper(self, state, config):
+        result = verify_bindings(executor_output=state.get(K.EXECUTOR_OUTPUT), run_id=self.ctx.run_id, lookup=self.ctx.lookup)
+        return {K.GATEKEEPER_RESULT: result.to_dict()}
+
+    def verified_input(self, state, config):
+        verified_output, verified_evidence = project_verified_input(
+            executor_output=state.get(K.EXECUTOR_OUTPUT), gatekeeper_result=state.get(K.GATEKEEPER_RESULT),
+        )
+        return {K.VERIFIED_EXECUTOR_OUTPUT: verified_output, K.VERIFIED_EVIDENCE: verified_evidence}
+
+    # -- verifier --------------------------------------------------------------------------------
+    def verifier(self, state, config):
+        gatekeeper = state.get(K.GATEKEEPER_RESULT) or {}
+        question = _query(state)
+        # Verified-only input (SPEC §5): no raw executor output, no tool trace.
+        payload = {
+            "diagnosis_context": dict(state.get(K.DIAGNOSIS_CONTEXT) or {}),
+            "language": question_language(question),
+            "verified_executor_output": state.get(K.VERIFIED_EXECUTOR_OUTPUT),
+            "verified_evidence": state.get(K.VERIFIED_EVIDENCE),
+            "gatekeeper_audit": {k: gatekeeper.get(k) for k in (
+                "verdict", "verified_binding_count", "total_binding_count", "verified_claim_count",
+                "total_claim_count", "citation_validity")},
+            "verdict_ceiling": state.get(K.VERDICT_CEILING),
+            "retry_context": state.get(K.RETRY_CONTEXT),
+        }
+        try:
+            reply = self.ctx.call_model(
+                node=N.VERIFIER, role="verifier", attempt=_attempt(state, K.VERIFIER_RETRY_COUNT),
+                system=prompt("verifier").text, user=payload, structured_input=payload,
+            )
+            output = validate_verifier(reply.parse_json())
+        except ModelError as exc:
+            return {K.VERIFIER_STATUS: _status_for(exc), K.VERIFIER_OUTPUT: {"error": exc.to_dict()}}
+        return {K.VERIFIER_STATUS: S.COMPLETED, K.VERIFIER_OUTPUT: output}
+
+    def evidence_retry(self, state, config):
+        gaps = (state.get(K.VERIFIER_OUTPUT) or {}).get("critical_evidence_gaps") or []
+        return {K.RETRY_CONTEXT: {
+            "critical_evidence_gaps": list(gaps),
+            "previous_verdict": (state.get(K.VERIFIER_OUTPUT) or {}).get("verdict"),
+        }}
+
+    # -- composer --------------------------------------------------------------------------------
+    def composer(self, state, config):
+        evidence = list(state.get(K.VERIFIED_EVIDENCE) or [])
+        verifier = state.get(K.VERIFIER_OUTPUT) or {}
+        question = _query(state)
+        payload = {
+            "diagnosis_context": dict(state.get(K.DIAGNOSIS_CONTEXT) or {}),
+            "language": question_language(question),
+            "verified_executor_output": state.get(K.VERIFIED_EXECUTOR_OUTPUT),
+            "verified_evidence": evidence,
+            "effective_verdict": state.get(K.EFFECTIVE_VERDICT),
+            "verifier": {k: verifier.get(k) for k in ("verdict", "score", "claim_checks", "critical_evidence_gaps", "rationale")},
+        }
+        try:
+            reply = self.ctx.call_model(
+                node=N.COMPOSER, role="composer", attempt=_attempt(state, K.COMPOSER_RETRY_COUNT),
+                system=prompt("composer").text, user=payload, structured_input=payload,
+            )
+            output = validate_composition(reply.parse_json(), {e.get("source_invocation_id") for e in evidence})
+        except ModelError as exc:
+            return {K.COMPOSER_STATUS: _status_for(exc), K.COMPOSER_OUTPUT: {"error": exc.to_dict()}}
+        return {K.COMPOSER_STATUS: S.COMPLETED, K.COMPOSER_OUTPUT: output, K.FINAL_ANSWER: output["answer_markdown"]}
+
+    # -- fallback --------------------------------------------------------------------------------
+    def fallback(self, state, config):
+        answer = compose_fallback(
+            question=_query(state), verified_evidence=list(state.get(K.VERIFIED_EVIDENCE) or []),
+            runbooks=self._runbooks_seen(),
+            reason=_fallback_reason(state),
+        )
+        return {K.FALLBACK_OUTPUT: {"answer_markdown": answer, "reason": _fallback_reason(state)}, K.FINAL_ANSWER: answer}
+
+    def _runbooks_seen(self) -> list[dict]:
+        seen, runbooks = set(), []
+        for outcome in self.ctx.tools.outcomes:
+            if outcome.tool_name != "lookup_knowledge" or outcome.status != "SUCCESS":
+                continue
+            for item in (outcome.result or {}).get("results", []):
+                key = item.get("path") or item.get("title")
+                if key and key not in seen:
+                    seen.add(key)
+                    runbooks.append({"title": str(item.get("title", ""))[:120], "path": str(item.get("path", ""))[:200],
+                                     "invocation_id": outcome.invocation_id})
+        return runbooks[:5]
+
+
+def _fallback_reason(state: Mapping[str, Any]) -> str:
+    events = state.get(K.ORCHESTRATION_EVENTS) or ()
+    if not events:
+        return "no_events"
+    last = events[-1]
+    return f"{last.get('node')}:{last.get('reason_code')}"
+
+
+def compose_fallback(*, question: str, verified_evidence: list[dict], runbooks: list[dict], reason: str) -> str:
+    """The deterministic safe answer: what was verified, what to do next; never an unverified claim."""
+    zh = question_language(question) == "zh"
+    lines = ["**诊断未能完整完成（降级答复）。**" if zh else "**The diagnosis could not be completed (degraded answer).**", ""]
+    lines.append(
+        f"系统没有给出经过验证的根因结论（原因：`{reason}`）。" if zh
+        else f"No verified root cause is reported (reason: `{reason}`)."
+    )
+    lines.append("")
+    if verified_evidence:
+        lines.append("**已验证的证据**" if zh else "**Verified evidence**")
+        for item in verified_evidence[:8]:
+            excerpt = " ".join(str(item.get("evidence_excerpt", "")).split())[:200]
+            lines.append(f"- `{excerpt}` [{item.get('source_invocation_id')}]")
+    else:
+        lines.append("没有任何证据通过校验。" if zh else "No evidence passed verification.")
+    lines.append("")
+    lines.append("**建议的下一步**" if zh else "**Next steps**")
+    if runbooks:
+        for rb in runbooks:
+            lines.append(f"- {'查阅运维手册' if zh else 'Follow the runbook'}: {rb['title']} (`{rb['path']}`)")
+    lines.extend([
+        "- 检查相关服务的错误日志和关键指标（延迟、错误率、资源使用）。" if zh
+        else "- Check the error logs and key metrics (latency, error rate, saturation) of the services involved.",
+        "- 在运行追踪中查看已执行的查询，必要时重新提问并指明服务名。" if zh
+        else "- Review the queries in the run trace and ask again naming the service if needed.",
+    ])
+    return "\n".join(lines)

@@ -1,0 +1,77 @@
+"""The one result mapper: a final (or partial) graph state -> what a run stores (SPEC §7)."""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from diagnosis.graph.state import NodeName as N
+from diagnosis.graph.state import StateKey as K
+from diagnosis.graph.trace import build_orchestration_trace
+from diagnosis.tools.registry import SUCCESS
+
+
+def rule_evaluation(state: Mapping[str, Any], outcomes: list, budget: dict) -> dict[str, Any]:
+    gk = state.get(K.GATEKEEPER_RESULT) or {}
+    events = state.get(K.ORCHESTRATION_EVENTS) or ()
+    by_status: dict[str, int] = {}
+    for outcome in outcomes:
+        by_status[outcome.status] = by_status.get(outcome.status, 0) + 1
+    total = len(outcomes)
+    return {
+        "citation_validity_rate": gk.get("citation_validity", 0.0),
+        "claims_verified": gk.get("verified_claim_count", 0),
+        "claims_total": gk.get("total_claim_count", 0),
+        "bindings_verified": gk.get("verified_binding_count", 0),
+        "bindings_total": gk.get("total_binding_count", 0),
+        "tool_calls": total,
+        "tool_calls_by_status": by_status,
+        "tool_success_rate": round(by_status.get(SUCCESS, 0) / total, 4) if total else None,
+        "fallback_used": any(e.get("node") == N.FALLBACK for e in events),
+        "evidence_retry_used": int(state.get(K.EVIDENCE_RETRY_COUNT) or 0) > 0,
+        "budget": budget,
+    }
+
+
+def verifier_evaluation(state: Mapping[str, Any], prompt_audit: dict) -> dict[str, Any]:
+    verifier = state.get(K.VERIFIER_OUTPUT) or {}
+    ran = state.get(K.VERIFIER_STATUS) is not None
+    composer = state.get(K.COMPOSER_OUTPUT) or {}
+    return {
+        "statuses": {
+            "planner": state.get(K.PLANNER_STATUS), "executor": state.get(K.EXECUTOR_STATUS),
+            "verifier": state.get(K.VERIFIER_STATUS), "composer": state.get(K.COMPOSER_STATUS),
+        },
+        # Never a fabricated verdict: when the verifier did not run, these stay null.
+        "model_verdict": verifier.get("verdict") if ran else None,
+        "effective_verdict": state.get(K.EFFECTIVE_VERDICT) if ran else None,
+        "verdict_ceiling": state.get(K.VERDICT_CEILING),
+        "score": verifier.get("score") if ran else None,
+        "claim_checks": verifier.get("claim_checks", []) if ran else [],
+        "fact_checks": verifier.get("fact_checks", []) if ran else [],
+        "critical_evidence_gaps": verifier.get("critical_evidence_gaps", []) if ran else [],
+        "rationale": verifier.get("rationale") if ran else None,
+        "gatekeeper_audit": state.get(K.GATEKEEPER_RESULT),
+        "verified_executor_output": state.get(K.VERIFIED_EXECUTOR_OUTPUT),
+        "verified_evidence": state.get(K.VERIFIED_EVIDENCE),
+        "composer_audit": {
+            "status": state.get(K.COMPOSER_STATUS),
+            "cited_invocation_ids": composer.get("cited_invocation_ids", []),
+        },
+        "prompt_audit": prompt_audit,
+    }
+
+
+def map_run_result(*, state: Mapping[str, Any], outcomes: list, budget: dict, prompt_audit: dict) -> dict[str, Any]:
+    """answer, degraded, effective verdict, self_evaluation and orchestration_trace of one run."""
+    events = list(state.get(K.ORCHESTRATION_EVENTS) or ())
+    verdict = state.get(K.EFFECTIVE_VERDICT) if state.get(K.VERIFIER_STATUS) is not None else None
+    return {
+        "answer": state.get(K.FINAL_ANSWER) or "",
+        "degraded": bool(state.get(K.DEGRADED)),
+        "effective_verdict": verdict or "",
+        "self_evaluation": {
+            "rule_evaluation": rule_evaluation(state, outcomes, budget),
+            "verifier_evaluation": verifier_evaluation(state, prompt_audit),
+        },
+        "orchestration_trace": build_orchestration_trace(events, state) if events else None,
+    }

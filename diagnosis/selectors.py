@@ -1,0 +1,20 @@
+"""Read-side queries of the write app: runs visible to a caller, and run progress events."""
+
+from __future__ import annotations
+
+from diagnosis.models import DiagnosisRun, RunEvent
+
+
+def run_get_for_user(*, user, run_id: str) -> DiagnosisRun | None:
+    """The run if the caller may see it (its owner, or support staff), else None."""
+    from diagnosis.services.access import visible_runs
+
+    return visible_runs(user).select_related("session").filter(run_id=run_id).first()
+
+
+def run_events_after(*, run: DiagnosisRun, after: int, limit: int = 200) -> list[RunEvent]:
+    return list(RunEvent.objects.filter(run_id=run.pk, seq__gt=after).order_by("seq")[:limit])
+
+
+def run_status(*, run_pk: int) -> str | None:
+    return DiagnosisRun.objects.filter(pk=run_pk).values_list("status", flat=True).first()

@@ -1,0 +1,88 @@
+"""Chat requests: resolve or create the caller's session, create the run PENDING and enqueue it
+after the commit. The same requestId twice in a session returns the same run."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from django.conf import settings
+from django.db import IntegrityError, transaction
+
+from diagnosis.ids import is_valid_session_id, new_session_id
+from diagnosis.models import ChatSession, DiagnosisRun
+from diagnosis.redaction import redact_text
+from diagnosis.services.strategy import strategy_choose
+
+
+class ChatInputError(Exception):
+    def __init__(self, field: str, message: str, code: str = "invalid_input", status: int = 400):
+        super().__init__(message)
+        self.field, self.message, self.code, self.status = field, message, code, status
+
+
+class SessionNotFound(Exception):
+    """The session exists but belongs to someone else: answered as 404, nothing is created."""
+
+
+@dataclass(frozen=True)
+class ChatSubmission:
+    run: DiagnosisRun
+    created: bool
+
+
+def _clean_question(question) -> str:
+    if not isinstance(question, str) or not question.strip():
+        raise ChatInputError("question", "question must be a non-empty string")
+    question = question.strip()
+    if "\x00" in question:
+        raise ChatInputError("question", "question must not contain NUL characters")
+    limit = settings.CHAT_MAX_QUESTION_CHARS
+    if len(question) > limit:
+        raise ChatInputError("question", f"question is longer than {limit} characters")
+    return question
+
+
+def session_resolve(*, user, session_id: str | None) -> ChatSession:
+    """The caller's session with this id, created if new; someone else's raises SessionNotFound."""
+    if session_id is None:
+        return ChatSession.objects.create(session_id=new_session_id(), owner=user)
+    if not is_valid_session_id(session_id):
+        raise ChatInputError("sessionId", "sessionId must match ^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$")
+    session = ChatSession.objects.filter(session_id=session_id).first()
+    if session is None:
+        try:
+            with transaction.atomic():
+                return ChatSession.objects.create(session_id=session_id, owner=user)
+        except IntegrityError:
+            session = ChatSession.objects.get(session_id=session_id)
+    if session.owner_id != user.pk:
+        raise SessionNotFound(session_id)
+    return session
+
+
+def chat_submit(*, user, question, session_id: str | None = None, mode: str = "auto",
+                request_id: str | None = None, flow: str = DiagnosisRun.Flow.CHAT) -> ChatSubmission:
+    from diagnosis.tasks import execute_run  # tasks import services; import late to keep the layering one-way
+
+    question = _clean_question(question)
+    if request_id is not None and (not isinstance(request_id, str) or not is_valid_session_id(request_id)):
+        raise ChatInputError("requestId", "requestId must match ^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$")
+    strategy = DiagnosisRun.Strategy.DIAGNOSIS if flow == DiagnosisRun.Flow.AI_OPS else strategy_choose(question=question, mode=mode)
+    with transaction.atomic():
+        session = session_resolve(user=user, session_id=session_id)
+        if request_id:
+            existing = DiagnosisRun.objects.filter(session=session, request_id=request_id).first()
+            if existing:
+                return ChatSubmission(existing, False)
+        try:
+            with transaction.atomic():
+                run = DiagnosisRun.objects.create(
+                    session=session, question=redact_text(question), strategy=strategy, agent_flow=flow,
+                    request_id=request_id,
+                )
+        except IntegrityError:  # the same requestId raced in: return the run that won
+            return ChatSubmission(DiagnosisRun.objects.get(session=session, request_id=request_id), False)
+        if not session.title:
+            ChatSession.objects.filter(pk=session.pk).update(title=run.question[:200])
+        execute_run.delay_on_commit(run.run_id)
+    return ChatSubmission(run, True)

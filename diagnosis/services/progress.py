@@ -1,0 +1,40 @@
+"""Run progress events: appended in order while a run executes, read back by the SSE endpoint."""
+
+from __future__ import annotations
+
+import logging
+
+from django.db import IntegrityError, transaction
+from django.db.models import Max
+
+from diagnosis.models import RunEvent
+
+logger = logging.getLogger(__name__)
+
+TERMINAL_KIND = "status"
+
+
+class ProgressPublisher:
+    """Appends events for one run; a failed append is logged, never allowed to break the run."""
+
+    def __init__(self, run_pk: int):
+        self.run_pk = run_pk
+        last = RunEvent.objects.filter(run_id=run_pk).aggregate(m=Max("seq"))["m"]
+        self.seq = last or 0
+
+    def __call__(self, kind: str, data: dict) -> None:
+        for _ in range(3):
+            self.seq += 1
+            try:
+                with transaction.atomic():
+                    RunEvent.objects.create(run_id=self.run_pk, seq=self.seq, kind=kind, data=data)
+                return
+            except IntegrityError:
+                continue  # another writer (a redelivered task) used this seq: take the next one
+            except Exception:
+                logger.exception("could not record a progress event for run pk=%s", self.run_pk)
+                return
+
+
+def run_event_publish(*, run_pk: int, kind: str, data: dict) -> None:
+    ProgressPublisher(run_pk)(kind, data)

@@ -1,0 +1,121 @@
+"""Builds the framework-free collaborators (model, backends, knowledge) from Django settings."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+from django.conf import settings
+from django.db.models import Count, Max
+
+from diagnosis.llm.base import ChatModel
+from diagnosis.llm.openai_model import build_chat_model
+from diagnosis.models import CaseLibraryEntry, KnowledgeChunk
+from diagnosis.tools.knowledge_index import Chunk, KnowledgeIndex
+from diagnosis.tools.registry import Backends
+
+_lock = threading.Lock()
+_demo_backend = None
+_index_cache: dict = {"signature": None, "index": None}
+
+
+def chat_model() -> ChatModel:
+    return build_chat_model({
+        "LLM_PROVIDER": settings.LLM_PROVIDER,
+        "OPENAI_BASE_URL": settings.OPENAI_BASE_URL,
+        "OPENAI_API_KEY": settings.OPENAI_API_KEY,
+        "OPENAI_MODEL": settings.OPENAI_MODEL,
+        "OPENAI_MODELS": settings.OPENAI_MODELS,
+        "OPENAI_CONNECT_TIMEOUT": settings.LLM_CONNECT_TIMEOUT,
+        "OPENAI_READ_TIMEOUT": settings.LLM_READ_TIMEOUT,
+        "OPENAI_MAX_RETRIES": settings.LLM_MAX_RETRIES,
+    })
+
+
+def model_names() -> dict[str, str]:
+    if settings.LLM_PROVIDER == "openai":
+        return dict(settings.OPENAI_MODELS)
+    return {}
+
+
+def demo_backend():
+    """The demo world: every shipped scenario, time-shifted to the moment it is first used."""
+    global _demo_backend
+    with _lock:
+        if _demo_backend is None:
+            from diagnosis.tools.backends.demo import DemoBackend
+
+            root = Path(settings.DEMO_SCENARIOS_DIR)
+            dirs = sorted(p for p in root.iterdir() if (p / "scenario.json").exists())
+            _demo_backend = DemoBackend(dirs)
+        return _demo_backend
+
+
+def reset_demo_backend() -> None:
+    global _demo_backend
+    with _lock:
+        _demo_backend = None
+
+
+def telemetry_backends() -> tuple:
+    timeout = settings.BACKEND_TIMEOUT_SECONDS
+    if settings.METRICS_BACKEND == "prometheus":
+        from diagnosis.tools.backends.prometheus import PrometheusBackend
+
+        metrics = alerts = PrometheusBackend(settings.PROMETHEUS_URL, timeout_seconds=timeout)
+    else:
+        metrics = alerts = demo_backend()
+    if settings.LOGS_BACKEND == "loki":
+        from diagnosis.tools.backends.loki import LokiBackend
+
+        logs = LokiBackend(settings.LOKI_URL, timeout_seconds=timeout, tenant=settings.LOKI_TENANT)
+    else:
+        logs = demo_backend()
+    return logs, metrics, alerts
+
+
+class KnowledgeSearch:
+    """BM25 over the loaded runbook chunks plus the case library (useful past runs).
+
+    The index is rebuilt only when a runbook or a case changes (two cheap aggregate queries)."""
+
+    @staticmethod
+    def _signature() -> tuple:
+        chunks = KnowledgeChunk.objects.aggregate(n=Count("id"), last=Max("id"), loaded=Max("document__loaded_at"))
+        cases = CaseLibraryEntry.objects.aggregate(n=Count("id"), updated=Max("updated_at"))
+        return tuple(chunks.values()) + tuple(cases.values())
+
+    @staticmethod
+    def _chunks() -> list[Chunk]:
+        runbooks = [
+            Chunk(chunk_id=c.chunk_id, source_type="runbook", source_id=c.document.path, title=c.document.title,
+                  path=c.document.path, content=c.content)
+            for c in KnowledgeChunk.objects.select_related("document").order_by("id")
+        ]
+        cases = [
+            Chunk(chunk_id=f"case:{run_id}", source_type="case", source_id=run_id, title=f"Case: {question[:80]}",
+                  path=f"case_library/{run_id}", content=f"{question}\n\n{summary}\n\n{answer}")
+            for run_id, question, summary, answer in CaseLibraryEntry.objects.values_list(
+                "run__run_id", "question", "root_cause_summary", "answer").order_by("-updated_at")[:500]
+        ]
+        return runbooks + cases
+
+    def index(self) -> KnowledgeIndex:
+        signature = self._signature()
+        with _lock:
+            if _index_cache["signature"] != signature:
+                _index_cache["index"] = KnowledgeIndex.build(self._chunks())
+                _index_cache["signature"] = signature
+            return _index_cache["index"]
+
+    def search(self, *, query: str, top_k: int, exclude_chunk_ids: set[str]) -> list[dict]:
+        return [
+            {"source_type": c.source_type, "source_id": c.source_id, "title": c.title, "path": c.path,
+             "chunk_id": c.chunk_id, "score": round(score, 4), "content": c.content}
+            for c, score in self.index().search(query, top_k, exclude_chunk_ids=exclude_chunk_ids)
+        ]
+
+
+def backends() -> Backends:
+    logs, metrics, alerts = telemetry_backends()
+    return Backends(logs=logs, metrics=metrics, alerts=alerts, knowledge=KnowledgeSearch())

@@ -1,0 +1,242 @@
+"""The evidence tools: their schemas, the allow-list, and the one call path that records every call.
+
+Framework-free: persistence goes through `InvocationRecorder`, knowledge through
+`KnowledgeSearch`; the Django implementations live in `diagnosis.services`.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Protocol
+
+from diagnosis.redaction import redact_value
+from diagnosis.tools.backends.base import AlertsBackend, BackendError, LogsBackend, MetricsBackend
+
+SUCCESS, ERROR, BLOCKED = "SUCCESS", "ERROR", "BLOCKED"
+
+TOOL_SCHEMAS: dict[str, dict[str, Any]] = {
+    "lookup_knowledge": {
+        "description": "Search runbooks and the case library of past useful diagnoses (English or Chinese).",
+        "parameters": {
+            "type": "object",
+            "properties": {
+                "query": {"type": "string", "description": "What to look for, e.g. 'connection pool exhausted'."},
+                "top_k": {"type": "integer", "minimum": 1, "maximum": 10, "default": 3},
+            },
+            "required": ["query"],
+            "additionalProperties": False,
+        },
+    },
+    "query_logs": {
+        "description": "Log lines of one service in a time window, optionally filtered by words (e.g. 'error timeout').",
+        "parameters": {
+            "type": "object",
+            "properties": {
+                "service": {"type": "string"},
+                "query": {"type": "string", "description": "Words the line must contain; 'level:ERROR' filters by level."},
+                "start": {"type": "string", "description": "ISO-8601 UTC; default 60 minutes ago."},
+                "end": {"type": "string", "description": "ISO-8601 UTC; default now."},
+                "limit": {"type": "integer", "minimum": 1, "maximum": 500, "default": 50},
+            },
+            "required": ["service"],
+            "additionalProperties": False,
+        },
+    },
+    "query_metrics": {
+        "description": "Metric series with min/max/baseline stats: a PromQL query, or a metric name and a service.",
+        "parameters": {
+            "type": "object",
+            "properties": {
+                "query": {"type": "string"},
+                "metric": {"type": "string"},
+                "service": {"type": "string"},
+                "start": {"type": "string"},
+                "end": {"type": "string"},
+                "step": {"type": "string", "description": "Resolution such as 60s or 5m."},
+            },
+            "additionalProperties": False,
+        },
+    },
+    "query_alerts": {
+        "description": "The currently firing or pending alerts.",
+        "parameters": {"type": "object", "properties": {}, "additionalProperties": False},
+    },
+}
+ALLOWED_TOOLS = frozenset(TOOL_SCHEMAS)
+
+
+def openai_tool_specs(names=ALLOWED_TOOLS) -> list[dict[str, Any]]:
+    """The allow-listed tools in OpenAI function-calling form."""
+    return [
+        {"type": "function", "function": {"name": name, **TOOL_SCHEMAS[name]}}
+        for name in sorted(names)
+    ]
+
+
+@dataclass(frozen=True)
+class ToolOutcome:
+    """What one call produced, as recorded: the id claims cite and the stored (redacted) result."""
+
+    invocation_id: str
+    tool_name: str
+    arguments: dict[str, Any]
+    status: str
+    result: Any
+    error: str = ""
+    truncated: bool = False
+    duration_ms: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "invocation_id": self.invocation_id, "tool_name": self.tool_name, "arguments": self.arguments,
+            "status": self.status, "result": self.result, "error": self.error, "truncated": self.truncated,
+        }
+
+
+class InvocationRecorder(Protocol):
+    def record(
+        self, *, tool_name: str, arguments: dict, status: str, result: Any, truncated: bool,
+        error_message: str, duration_ms: int, retrieval_details: dict | None,
+    ) -> str:
+        """Persist one invocation; return its short invocation id (unique in the run)."""
+
+
+class KnowledgeSearch(Protocol):
+    def search(self, *, query: str, top_k: int, exclude_chunk_ids: set[str]) -> list[dict[str, Any]]:
+        """Ranked results in the `lookup_knowledge` result shape (each with a `chunk_id`)."""
+
+
+@dataclass
+class Backends:
+    logs: LogsBackend
+    metrics: MetricsBackend
+    alerts: AlertsBackend
+    knowledge: KnowledgeSearch
+
+
+class ToolArgumentError(ValueError):
+    def __init__(self, argument: str, message: str):
+        super().__init__(f"{argument}: {message}")
+        self.argument = argument
+
+
+def _check_arguments(name: str, arguments: Any) -> dict[str, Any]:
+    if not isinstance(arguments, dict):
+        raise ToolArgumentError("arguments", "must be a JSON object")
+    schema = TOOL_SCHEMAS[name]["parameters"]
+    props = schema["properties"]
+    for key in arguments:
+        if key not in props:
+            raise ToolArgumentError(key, f"unknown argument for {name}; allowed: {', '.join(sorted(props)) or 'none'}")
+    for key in schema.get("required", ()):
+        if arguments.get(key) in (None, ""):
+            raise ToolArgumentError(key, "is required")
+    clean = {}
+    for key, value in arguments.items():
+        kind = props[key]["type"]
+        if value is None:
+            continue
+        if kind == "integer":
+            if isinstance(value, bool) or not isinstance(value, (int, str)) or not str(value).strip().lstrip("-").isdigit():
+                raise ToolArgumentError(key, f"must be an integer, got {value!r}")
+            value = int(value)
+            low, high = props[key].get("minimum"), props[key].get("maximum")
+            if (low is not None and value < low) or (high is not None and value > high):
+                raise ToolArgumentError(key, f"must be between {low} and {high}, got {value}")
+        elif not isinstance(value, str):
+            raise ToolArgumentError(key, f"must be a string, got {type(value).__name__}")
+        elif len(value) > 2000:
+            raise ToolArgumentError(key, "is longer than 2000 characters")
+        clean[key] = value
+    if name == "query_metrics" and not (clean.get("query") or clean.get("metric") or clean.get("service")):
+        raise ToolArgumentError("query", "give a query, or a metric and/or a service")
+    return clean
+
+
+def cap_result(result: Any, max_bytes: int) -> tuple[Any, bool]:
+    """Keep a result under `max_bytes` of JSON by dropping trailing list items; flag it truncated."""
+    size = len(json.dumps(result, ensure_ascii=False, default=str).encode())
+    if size <= max_bytes:
+        return result, False
+    if isinstance(result, dict):
+        result = dict(result)
+        for key in ("records", "series", "alerts", "results"):
+            items = result.get(key)
+            if isinstance(items, list) and items:
+                keep = list(items)
+                while keep and len(json.dumps({**result, key: keep}, ensure_ascii=False, default=str).encode()) > max_bytes:
+                    keep = keep[: max(0, len(keep) * 3 // 4)]
+                result[key] = keep
+                result["truncated"] = True
+                result["omitted_items"] = len(items) - len(keep)
+                if len(json.dumps(result, ensure_ascii=False, default=str).encode()) <= max_bytes:
+                    return result, True
+    return {"truncated": True, "note": f"result of {size} bytes exceeded the {max_bytes}-byte cap"}, True
+
+
+@dataclass
+class ToolBox:
+    """Runs allow-listed tools for one run and records every call, blocked and failed ones included."""
+
+    backends: Backends
+    recorder: InvocationRecorder
+    max_calls: int
+    max_result_bytes: int = 1_000_000
+    on_call: Callable[[ToolOutcome], None] | None = None
+    calls: int = 0
+    seen_chunk_ids: set[str] = field(default_factory=set)
+    outcomes: list[ToolOutcome] = field(default_factory=list)
+
+    @property
+    def remaining(self) -> int:
+        return max(0, self.max_calls - self.calls)
+
+    def call(self, name: str, arguments: Any) -> ToolOutcome:
+        started = time.perf_counter()
+        safe_args = redact_value(arguments) if isinstance(arguments, dict) else {"raw": redact_value(str(arguments))}
+        if name not in ALLOWED_TOOLS:
+            return self._record(name, safe_args, BLOCKED, None, f"tool {name!r} is not on the allow-list", started)
+        if self.calls >= self.max_calls:
+            return self._record(name, safe_args, BLOCKED, None, f"tool-call budget of {self.max_calls} per run is spent", started)
+        self.calls += 1
+        details = None
+        try:
+            clean = _check_arguments(name, arguments)
+            result, details = self._dispatch(name, clean)
+        except (ToolArgumentError, BackendError) as exc:
+            return self._record(name, safe_args, ERROR, None, str(exc), started)
+        except Exception as exc:  # an unexpected backend fault is data for the audit, never a crash
+            return self._record(name, safe_args, ERROR, None, f"{type(exc).__name__}: {exc}", started)
+        return self._record(name, safe_args, SUCCESS, result, "", started, details)
+
+    def _dispatch(self, name: str, args: dict[str, Any]) -> tuple[Any, dict | None]:
+        b = self.backends
+        if name == "query_logs":
+            return b.logs.query_logs(**args), None
+        if name == "query_metrics":
+            return b.metrics.query_metrics(**args), None
+        if name == "query_alerts":
+            return b.alerts.query_alerts(), None
+        top_k = args.get("top_k", 3)
+        results = b.knowledge.search(query=args["query"], top_k=top_k, exclude_chunk_ids=set(self.seen_chunk_ids))
+        self.seen_chunk_ids.update(r["chunk_id"] for r in results)
+        details = {"returned_chunk_ids": [r["chunk_id"] for r in results], "excluded": len(self.seen_chunk_ids) - len(results)}
+        return {"query": args["query"], "results": results}, details
+
+    def _record(self, name, args, status, result, error, started, details=None) -> ToolOutcome:
+        truncated = False
+        if result is not None:
+            result, truncated = cap_result(redact_value(result), self.max_result_bytes)
+        error = redact_value(error)
+        duration = int((time.perf_counter() - started) * 1000)
+        invocation_id = self.recorder.record(
+            tool_name=name[:64], arguments=args, status=status, result=result, truncated=truncated,
+            error_message=error, duration_ms=duration, retrieval_details=details,
+        )
+        outcome = ToolOutcome(invocation_id, name, args, status, result, error, truncated, duration)
+        self.outcomes.append(outcome)
+        if self.on_call:
+            self.on_call(outcome)
+        return outcome
