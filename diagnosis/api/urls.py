@@ -1,7 +1,10 @@
 from django.urls import path
 
-from diagnosis.api import health
+from diagnosis.api import chat, health
 
 urlpatterns = [
     path("health", health.HealthView.as_view(), name="health"),
+    path("chat", chat.ChatView.as_view(), name="chat"),
+    path("runs/<str:run_id>", chat.RunView.as_view(), name="run-detail"),
+    path("runs/<str:run_id>/events", chat.RunEventsView.as_view(), name="run-events"),
 ]

@@ -1,0 +1,18 @@
+from django.core.management.base import BaseCommand, CommandError
+
+from diagnosis.services.users import api_client_create
+
+
+class Command(BaseCommand):
+    help = "Create (or show) an API client user and print its token."
+
+    def add_arguments(self, parser):
+        parser.add_argument("username")
+        parser.add_argument("--rotate", action="store_true", help="Replace the existing token.")
+
+    def handle(self, username, rotate, **options):
+        try:
+            _, token = api_client_create(username=username, rotate=rotate)
+        except ValueError as exc:
+            raise CommandError(str(exc)) from None
+        self.stdout.write(token)

@@ -1,0 +1,219 @@
+"""HTML for the run-detail page: answers as sanitised Markdown, stored JSON pretty-printed with the
+excerpts the Gatekeeper verified marked (<mark>) at the very path they were cited from."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import markdown
+import nh3
+from django.utils.html import escape, format_html
+from django.utils.safestring import SafeString, mark_safe
+
+from diagnosis.gatekeeper import normalise_whitespace
+from diagnosis.jsonpath import JsonPathError, parse
+
+MARKDOWN_EXTENSIONS = ["fenced_code", "tables", "sane_lists"]
+ALLOWED_TAGS = {
+    "a", "abbr", "b", "blockquote", "br", "code", "del", "em", "h1", "h2", "h3", "h4", "h5", "h6", "hr", "i",
+    "li", "ol", "p", "pre", "strong", "sub", "sup", "table", "tbody", "td", "th", "thead", "tr", "ul",
+}
+ALLOWED_ATTRIBUTES = {"a": {"href", "title"}, "abbr": {"title"}, "td": {"align"}, "th": {"align"}}
+CITATION = re.compile(r"\[(inv-[0-9a-f]{8})\]")
+JSON_RENDER_LIMIT = 150_000  # characters of pretty JSON per value; the JSON trace API has the rest
+CONTEXT_CHARS = 240  # characters kept either side of a highlighted excerpt in the audit
+
+
+def markdown_html(text: str, *, citations: Iterable[str] = ()) -> SafeString:
+    """`text` as Markdown, sanitised by nh3; `[inv-…]` citations of this run link to their invocation."""
+    html = nh3.clean(
+        markdown.markdown(text or "", extensions=MARKDOWN_EXTENSIONS, output_format="html"),
+        tags=ALLOWED_TAGS, attributes=ALLOWED_ATTRIBUTES, url_schemes={"http", "https", "mailto"},
+        link_rel="noopener noreferrer nofollow",
+    )
+    known = set(citations)
+    # Safe after sanitising: the pattern admits only an invocation id, and only ids of this run link.
+    html = CITATION.sub(
+        lambda m: f'<a class="citation" href="#{m[1]}">[{m[1]}]</a>' if m[1] in known else m[0], html
+    )
+    return mark_safe(html)
+
+
+def excerpt_pattern(excerpt: Any) -> re.Pattern[str] | None:
+    """The excerpt as a regex whose spaces match any whitespace run, as the Gatekeeper compares it."""
+    if not isinstance(excerpt, str):
+        return None
+    needle = normalise_whitespace(excerpt)
+    if not needle:
+        return None
+    return re.compile(r"\s+".join(re.escape(token) for token in needle.split(" ")))
+
+
+@dataclass(frozen=True)
+class Highlight:
+    """A verified excerpt to mark at `segments` (a parsed raw_path) of one stored value."""
+
+    segments: tuple
+    pattern: re.Pattern[str]
+    label: str = ""
+
+
+def highlight_for(raw_path: Any, excerpt: Any, label: str = "") -> Highlight | None:
+    if not isinstance(raw_path, str):
+        return None
+    pattern = excerpt_pattern(excerpt)
+    try:
+        segments = parse(raw_path)
+    except JsonPathError:
+        return None
+    return Highlight(segments, pattern, label) if pattern else None
+
+
+def _json_string(text: str) -> str:
+    return json.dumps(text, ensure_ascii=False)[1:-1]
+
+
+def marked_text(text: str, patterns: Sequence[re.Pattern[str]], *, quoted: bool = True, titles: Sequence[str] = ()) -> str:
+    """`text` HTML-escaped (as a JSON string when `quoted`) with every match of `patterns` in <mark>."""
+    spans: list[tuple[int, int, str]] = []
+    for index, pattern in enumerate(patterns):
+        for match in pattern.finditer(text):
+            if match.end() > match.start():
+                spans.append((match.start(), match.end(), titles[index] if index < len(titles) else ""))
+    spans.sort()
+    encode = _json_string if quoted else (lambda s: s)
+    out, cursor = [], 0
+    for start, end, title in spans:
+        if start < cursor:
+            continue
+        out.append(escape(encode(text[cursor:start])))
+        attr = f' title="{escape(title)}"' if title else ""
+        out.append(f'<mark class="evidence"{attr}>{escape(encode(text[start:end]))}</mark>')
+        cursor = end
+    out.append(escape(encode(text[cursor:])))
+    body = "".join(out)
+    return f'<span class="j-str">"{body}"</span>' if quoted else body
+
+
+class _Budget(Exception):
+    pass
+
+
+class _JsonWriter:
+    """A json.dumps(indent=2) look-alike that writes escaped HTML and marks highlighted values."""
+
+    def __init__(self, highlights: Sequence[Highlight], limit: int):
+        self.highlights = list(highlights)
+        self.limit = limit
+        self.size = 0
+        self.out: list[str] = []
+
+    def emit(self, html: str, visible: int) -> None:
+        self.size += visible
+        self.out.append(html)
+        if self.size > self.limit:
+            raise _Budget
+
+    def active(self, path: tuple) -> list[Highlight]:
+        return [h for h in self.highlights if len(h.segments) <= len(path) and path[: len(h.segments)] == h.segments]
+
+    def write(self, value: Any, path: tuple, indent: int) -> None:
+        pad = "  " * indent
+        if isinstance(value, Mapping):
+            if not value:
+                self.emit("{}", 2)
+                return
+            self.emit("{\n", 2)
+            items = list(value.items())
+            for i, (key, item) in enumerate(items):
+                self.emit(f'{pad}  <span class="j-key">{escape(json.dumps(str(key), ensure_ascii=False))}</span>: ',
+                          len(pad) + len(str(key)) + 6)
+                self.write(item, path + (str(key),), indent + 1)
+                self.emit(",\n" if i < len(items) - 1 else "\n", 2)
+            self.emit(f"{pad}}}", len(pad) + 1)
+        elif isinstance(value, (list, tuple)):
+            if not value:
+                self.emit("[]", 2)
+                return
+            self.emit("[\n", 2)
+            for i, item in enumerate(value):
+                self.emit(f"{pad}  ", len(pad) + 2)
+                # A negative index in a cited path names the same element as its positive twin.
+                self.write(item, self._index_path(path, i, len(value)), indent + 1)
+                self.emit(",\n" if i < len(value) - 1 else "\n", 2)
+            self.emit(f"{pad}]", len(pad) + 1)
+        elif isinstance(value, str):
+            active = self.active(path)
+            self.emit(marked_text(value, [h.pattern for h in active], titles=[h.label for h in active]), len(value) + 2)
+        else:
+            text = json.dumps(value)
+            css = "j-num" if isinstance(value, (int, float)) and not isinstance(value, bool) else "j-lit"
+            html = f'<span class="{css}">{escape(text)}</span>'
+            if any(h.pattern.search(text) for h in self.active(path)):
+                html = f'<mark class="evidence">{html}</mark>'
+            self.emit(html, len(text))
+
+    def _index_path(self, path: tuple, index: int, length: int) -> tuple:
+        for highlight in self.highlights:
+            depth = len(path)
+            if (len(highlight.segments) > depth and highlight.segments[:depth] == path
+                    and isinstance(highlight.segments[depth], int) and highlight.segments[depth] == index - length):
+                return path + (index - length,)
+        return path + (index,)
+
+
+def json_html(value: Any, highlights: Sequence[Highlight] = (), *, limit: int = JSON_RENDER_LIMIT) -> SafeString:
+    """Pretty-printed, escaped JSON of `value` with each highlight's excerpt marked where it was cited."""
+    if isinstance(value, str):
+        try:
+            parsed = json.loads(value)
+        except ValueError:
+            parsed = None
+        if isinstance(parsed, (dict, list)):
+            value = parsed
+    writer = _JsonWriter(highlights, limit)
+    try:
+        writer.write(value, (), 0)
+    except _Budget:
+        writer.out.append('\n<span class="j-cut">… cut here in the console; the JSON trace has the full value</span>')
+    return mark_safe("".join(writer.out))
+
+
+def excerpt_in_context(value: Any, excerpt: Any) -> SafeString | None:
+    """The cited value around the excerpt with the excerpt marked; None when it cannot be found."""
+    pattern = excerpt_pattern(excerpt)
+    if pattern is None:
+        return None
+    candidates = [value] if isinstance(value, str) else list(_string_leaves(value))
+    for text in candidates:
+        match = pattern.search(text)
+        if match:
+            start, end = max(0, match.start() - CONTEXT_CHARS), min(len(text), match.end() + CONTEXT_CHARS)
+            return format_html(
+                '{}{}<mark class="evidence">{}</mark>{}{}',
+                "…" if start else "", text[start:match.start()], text[match.start():match.end()],
+                text[match.end():end], "…" if end < len(text) else "",
+            )
+    if not isinstance(value, str):
+        # The Gatekeeper also accepts an excerpt of the value's JSON text: mark the whole value.
+        text = json.dumps(value, ensure_ascii=False, default=str)
+        if pattern.search(text):
+            return format_html('<mark class="evidence">{}</mark>', text[:2 * CONTEXT_CHARS])
+    return None
+
+
+def _string_leaves(value: Any) -> Iterable[str]:
+    """String values in document order (depth first)."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            yield item
+        elif isinstance(item, Mapping):
+            stack.extend(reversed(list(item.values())))
+        elif isinstance(item, (list, tuple)):
+            stack.extend(reversed(item))

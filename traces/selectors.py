@@ -1,0 +1,76 @@
+"""Reads of the audit trail for the trace and run-list APIs, scoped to what the caller may see.
+
+Every selector costs a fixed number of queries whatever the size of the run (SPEC §7, §9).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from django.db.models import F, QuerySet
+
+from diagnosis.models import AgentStep, ChatSession, DiagnosisRun, ToolInvocation
+from diagnosis.services.access import visible_runs, visible_sessions
+
+ORCHESTRATION_TRACE_VERSION = "stategraph-v1"
+
+# What a run list shows; the JSON columns (self_evaluation, orchestration_trace) stay in the database.
+RUN_LIST_FIELDS = (
+    "id", "run_id", "session", "agent_flow", "strategy", "status", "question", "answer", "degraded",
+    "effective_verdict", "feedback", "feedback_at", "error_code", "duration_ms", "step_count", "tool_count",
+    "prompt_tokens", "completion_tokens", "model_name", "created_at", "started_at", "finished_at",
+)
+
+
+@dataclass(frozen=True)
+class RunTrace:
+    run: DiagnosisRun  # with .session loaded
+    steps: list[AgentStep]
+    tool_invocations: list[ToolInvocation]  # each annotated with .step_index (None when unlinked)
+
+
+def orchestration_trace_parse(value: Any) -> dict | None:
+    """The stored orchestration trace when it is a `stategraph-v1` object; None for anything else."""
+    if isinstance(value, (str, bytes)):
+        try:
+            value = json.loads(value)
+        except ValueError:
+            return None
+    if isinstance(value, dict) and value.get("version") == ORCHESTRATION_TRACE_VERSION:
+        return value
+    return None
+
+
+def session_get(*, user, session_id: str) -> ChatSession | None:
+    """The session when `user` may see it, else None (missing and hidden look the same)."""
+    return visible_sessions(user).filter(session_id=session_id).defer("summary", "metadata").first()
+
+
+def run_get(*, user, session_id: str, run_id: str) -> DiagnosisRun | None:
+    """The run `run_id` of session `session_id`, with its session, when `user` may see it."""
+    return (
+        visible_runs(user)
+        .filter(run_id=run_id, session__session_id=session_id)
+        .select_related("session")
+        .defer("session__summary", "session__metadata")
+        .first()
+    )
+
+
+def run_trace_get(*, user, session_id: str, run_id: str) -> RunTrace | None:
+    """The run, its steps by step_index and its tool invocations by id: three queries in all."""
+    run = run_get(user=user, session_id=session_id, run_id=run_id)
+    if run is None:
+        return None
+    steps = list(AgentStep.objects.filter(run_id=run.pk).order_by("step_index"))
+    invocations = list(
+        ToolInvocation.objects.filter(run_id=run.pk).annotate(step_index=F("step__step_index")).order_by("id")
+    )
+    return RunTrace(run=run, steps=steps, tool_invocations=invocations)
+
+
+def run_list(*, session: ChatSession) -> QuerySet[DiagnosisRun]:
+    """The session's runs, newest first, without the heavy JSON columns (lazy; paginate it)."""
+    return DiagnosisRun.objects.filter(session_id=session.pk).only(*RUN_LIST_FIELDS).order_by("-created_at", "-id")

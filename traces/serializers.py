@@ -1,0 +1,183 @@
+"""Per-view input and output serializers of the traces API; camelCase on the wire, none shared.
+
+Each group below belongs to one view in `traces.api`. The JSON columns (model input, tool
+arguments, self evaluation …) are passed through as stored.
+"""
+
+from __future__ import annotations
+
+from django.core.validators import RegexValidator
+from django.urls import reverse
+from rest_framework import serializers
+
+from diagnosis.ids import RUN_ID_RE, SESSION_ID_RE
+from diagnosis.models import DiagnosisRun
+from diagnosis.services.feedback import COMMENT_MAX_CHARS
+from traces.selectors import orchestration_trace_parse
+
+_session_id = RegexValidator(SESSION_ID_RE, "Not a valid session id.")
+_run_id = RegexValidator(RUN_ID_RE, "Not a valid run id (run-<32 hex digits>).")
+
+
+# --- GET /api/diagnosis/{sessionId}/trace?runId=… -------------------------------------------------
+
+
+class TraceInputSerializer(serializers.Serializer):
+    sessionId = serializers.CharField(validators=[_session_id], trim_whitespace=False)
+    runId = serializers.CharField(validators=[_run_id], trim_whitespace=False)
+
+
+class TraceRunSerializer(serializers.Serializer):
+    runId = serializers.CharField(source="run_id")
+    sessionId = serializers.CharField(source="session.session_id")
+    agentFlow = serializers.CharField(source="agent_flow")
+    strategy = serializers.CharField()
+    status = serializers.CharField()
+    question = serializers.CharField()
+    answer = serializers.CharField()
+    degraded = serializers.BooleanField()
+    effectiveVerdict = serializers.CharField(source="effective_verdict")
+    selfEvaluation = serializers.JSONField(source="self_evaluation")
+    orchestrationTrace = serializers.SerializerMethodField()
+    feedback = serializers.CharField(allow_null=True)
+    feedbackComment = serializers.CharField(source="feedback_comment")
+    feedbackAt = serializers.DateTimeField(source="feedback_at", allow_null=True)
+    errorCode = serializers.CharField(source="error_code")
+    errorMessage = serializers.CharField(source="error_message")
+    durationMs = serializers.IntegerField(source="duration_ms", allow_null=True)
+    stepCount = serializers.IntegerField(source="step_count")
+    toolCount = serializers.IntegerField(source="tool_count")
+    promptTokens = serializers.IntegerField(source="prompt_tokens")
+    completionTokens = serializers.IntegerField(source="completion_tokens")
+    modelName = serializers.CharField(source="model_name")
+    promptVersion = serializers.CharField(source="prompt_version")
+    createdAt = serializers.DateTimeField(source="created_at")
+    startedAt = serializers.DateTimeField(source="started_at", allow_null=True)
+    finishedAt = serializers.DateTimeField(source="finished_at", allow_null=True)
+
+    def get_orchestrationTrace(self, run: DiagnosisRun) -> dict | None:  # noqa: N802 (wire name)
+        return orchestration_trace_parse(run.orchestration_trace)
+
+
+class TraceChatSessionSerializer(serializers.Serializer):
+    sessionId = serializers.CharField(source="session_id")
+    title = serializers.CharField()
+    createdAt = serializers.DateTimeField(source="created_at")
+    lastMessageAt = serializers.DateTimeField(source="last_message_at", allow_null=True)
+
+
+class TraceStepSerializer(serializers.Serializer):
+    stepIndex = serializers.IntegerField(source="step_index")
+    node = serializers.CharField()
+    agent = serializers.CharField()
+    attempt = serializers.IntegerField()
+    status = serializers.CharField()
+    modelName = serializers.CharField(source="model_name")
+    modelInput = serializers.JSONField(source="model_input")
+    modelOutput = serializers.JSONField(source="model_output")
+    hasToolCall = serializers.BooleanField(source="has_tool_call")
+    durationMs = serializers.IntegerField(source="duration_ms", allow_null=True)
+    promptTokens = serializers.IntegerField(source="prompt_tokens")
+    completionTokens = serializers.IntegerField(source="completion_tokens")
+    error = serializers.CharField()
+    startedAt = serializers.DateTimeField(source="started_at")
+    finishedAt = serializers.DateTimeField(source="finished_at", allow_null=True)
+
+
+class TraceToolInvocationSerializer(serializers.Serializer):
+    invocationId = serializers.CharField(source="invocation_id")
+    stepIndex = serializers.IntegerField(source="step_index", allow_null=True)
+    toolName = serializers.CharField(source="tool_name")
+    arguments = serializers.JSONField()
+    status = serializers.CharField()
+    result = serializers.JSONField()
+    truncated = serializers.BooleanField()
+    errorMessage = serializers.CharField(source="error_message")
+    retrievalDetails = serializers.JSONField(source="retrieval_details")
+    evidenceRefs = serializers.JSONField(source="evidence_refs")
+    durationMs = serializers.IntegerField(source="duration_ms", allow_null=True)
+    createdAt = serializers.DateTimeField(source="created_at")
+
+
+class TraceOutputSerializer(serializers.Serializer):
+    run = TraceRunSerializer()
+    chatSession = TraceChatSessionSerializer(source="run.session")
+    steps = TraceStepSerializer(many=True)
+    toolInvocations = TraceToolInvocationSerializer(many=True, source="tool_invocations")
+
+
+# --- GET /api/diagnosis/{sessionId}/runs ----------------------------------------------------------------
+
+RUN_LIST_MAX_PAGE_SIZE = 100
+RUN_LIST_DEFAULT_PAGE_SIZE = 20
+
+
+class RunListInputSerializer(serializers.Serializer):
+    sessionId = serializers.CharField(validators=[_session_id], trim_whitespace=False)
+    pageSize = serializers.IntegerField(
+        required=False, default=RUN_LIST_DEFAULT_PAGE_SIZE, min_value=1, max_value=RUN_LIST_MAX_PAGE_SIZE,
+    )
+    cursor = serializers.CharField(required=False, max_length=512)
+
+
+class RunListItemSerializer(serializers.Serializer):
+    runId = serializers.CharField(source="run_id")
+    agentFlow = serializers.CharField(source="agent_flow")
+    strategy = serializers.CharField()
+    status = serializers.CharField()
+    question = serializers.CharField()
+    answer = serializers.CharField()
+    degraded = serializers.BooleanField()
+    effectiveVerdict = serializers.CharField(source="effective_verdict")
+    feedback = serializers.CharField(allow_null=True)
+    feedbackAt = serializers.DateTimeField(source="feedback_at", allow_null=True)
+    errorCode = serializers.CharField(source="error_code")
+    durationMs = serializers.IntegerField(source="duration_ms", allow_null=True)
+    stepCount = serializers.IntegerField(source="step_count")
+    toolCount = serializers.IntegerField(source="tool_count")
+    promptTokens = serializers.IntegerField(source="prompt_tokens")
+    completionTokens = serializers.IntegerField(source="completion_tokens")
+    modelName = serializers.CharField(source="model_name")
+    createdAt = serializers.DateTimeField(source="created_at")
+    startedAt = serializers.DateTimeField(source="started_at", allow_null=True)
+    finishedAt = serializers.DateTimeField(source="finished_at", allow_null=True)
+    links = serializers.SerializerMethodField()
+
+    def get_links(self, run: DiagnosisRun) -> dict[str, str]:
+        session_id = self.context["session_id"]
+        trace = reverse("diagnosis-trace", kwargs={"session_id": session_id})
+        return {"trace": f"{trace}?runId={run.run_id}"}
+
+
+class RunListOutputSerializer(serializers.Serializer):
+    sessionId = serializers.CharField()
+    pageSize = serializers.IntegerField()
+    next = serializers.CharField(allow_null=True)
+    previous = serializers.CharField(allow_null=True)
+    results = RunListItemSerializer(many=True)
+
+
+# --- POST /api/feedback ---------------------------------------------------------------------------
+
+
+class FeedbackInputSerializer(serializers.Serializer):
+    sessionId = serializers.CharField(validators=[_session_id], trim_whitespace=False)
+    runId = serializers.CharField(validators=[_run_id], trim_whitespace=False)
+    feedback = serializers.ChoiceField(choices=DiagnosisRun.Feedback.values)
+    comment = serializers.CharField(
+        required=False, default="", allow_blank=True, allow_null=True, max_length=COMMENT_MAX_CHARS,
+    )
+
+
+class FeedbackOutputSerializer(serializers.Serializer):
+    sessionId = serializers.CharField(source="run.session.session_id")
+    runId = serializers.CharField(source="run.run_id")
+    status = serializers.CharField(source="run.status")
+    feedback = serializers.CharField(source="run.feedback")
+    feedbackComment = serializers.CharField(source="run.feedback_comment")
+    feedbackBy = serializers.CharField(source="run.feedback_by.get_username")
+    feedbackAt = serializers.DateTimeField(source="run.feedback_at")
+    caseExists = serializers.SerializerMethodField()
+
+    def get_caseExists(self, given) -> bool:  # noqa: N802 (wire name)
+        return given.case is not None

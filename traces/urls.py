@@ -1,0 +1,9 @@
+from django.urls import path
+
+from traces import api
+
+urlpatterns = [
+    path("diagnosis/<str:session_id>/trace", api.TraceApi.as_view(), name="diagnosis-trace"),
+    path("diagnosis/<str:session_id>/runs", api.RunListApi.as_view(), name="diagnosis-run-list"),
+    path("feedback", api.FeedbackApi.as_view(), name="feedback"),
+]
