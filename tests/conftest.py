@@ -58,3 +58,24 @@ def support_user(db):
     from tests.factories import UserFactory
 
     return UserFactory(username="charlie", is_staff=True)
+
+
+@pytest.fixture(scope="session")
+def live_worker(django_db_setup, django_db_blocker):
+    """One real Celery worker process for the session, against the test database and Redis."""
+    from tests.support.worker import celery_worker
+
+    with django_db_blocker.unblock(), celery_worker(name="session", concurrency=2) as proc:
+        yield proc
+
+
+@pytest.fixture
+def eager_tasks(settings):
+    """Run tasks in-process for this test: needed when a test changes settings a worker cannot see."""
+    from config.celery import app
+
+    previous = app.conf.task_always_eager
+    settings.CELERY_TASK_ALWAYS_EAGER = True
+    app.conf.task_always_eager = True
+    yield
+    app.conf.task_always_eager = previous

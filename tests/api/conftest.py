@@ -6,6 +6,15 @@ from rest_framework.test import APIClient
 from tests.diagnosis.conftest import demo_knowledge, fake_openai, make_run, openai_llm  # noqa: F401
 
 
+@pytest.fixture(autouse=True)
+def run_executor(request):
+    """Embedded pass: tasks run eagerly. Services pass: a real worker process executes them."""
+    from tests.conftest import services_available
+
+    if services_available() and "eager_tasks" not in request.fixturenames:
+        request.getfixturevalue("live_worker")
+
+
 def token_client(user) -> APIClient:
     from rest_framework.authtoken.models import Token
 

@@ -138,7 +138,7 @@ def test_mode_forces_the_strategy(alice_api, demo_knowledge):
     assert body["strategy"] == "SIMPLE"
 
 
-def test_history_reaches_the_planner_and_executor_prompts_only(alice_api, demo_knowledge, openai_llm):
+def test_history_reaches_the_planner_and_executor_prompts_only(alice_api, demo_knowledge, eager_tasks, openai_llm):
     openai_llm.always(Reply.text("Hi! Ask me about an incident."), role="simple")
     alice_api.post("/api/chat", {"question": "Remember the canary word marmalade", "sessionId": "mem-1"}, format="json")
     openai_llm.always(Reply.error(400, "stop here"), role="planner")
