@@ -39,6 +39,10 @@ def _attempt(state: Mapping[str, Any], key: str) -> int:
     return int(state.get(key) or 0) + 1
 
 
+def _list(value: Any) -> list:
+    return value if isinstance(value, list) else []
+
+
 def _invalid(message: str, field: str | None = None) -> ModelInvalidOutputError:
     return ModelInvalidOutputError(message, field=field)
 
@@ -59,7 +63,7 @@ def validate_plan(plan: Any) -> dict:
         steps.append({"tool": step["tool"], "arguments": arguments, "purpose": str(step.get("purpose", ""))[:300]})
     return {
         "version": "planner_plan_v1", "goal": str(plan.get("goal", ""))[:500],
-        "services": [s for s in plan.get("services", []) if isinstance(s, str)][:10],
+        "services": [s for s in _list(plan.get("services")) if isinstance(s, str)][:10],
         "language": plan.get("language") if plan.get("language") in ("en", "zh") else None,
         "steps": steps,
     }
@@ -76,7 +80,7 @@ def validate_evidence(output: Any) -> dict:
     return {
         "version": "executor_evidence_v2", "summary": str(output.get("summary", ""))[:2000],
         "claims": output["claims"][:50],
-        "open_questions": [q for q in output.get("open_questions", []) if isinstance(q, str)][:20],
+        "open_questions": [q for q in _list(output.get("open_questions")) if isinstance(q, str)][:20],
     }
 
 

@@ -116,6 +116,26 @@ class KnowledgeSearch:
         ]
 
 
+_override: dict = {"telemetry": None}
+
+
+class telemetry_override:
+    """Serve logs, metrics and alerts from one backend for a while (the evaluation harness)."""
+
+    def __init__(self, backend):
+        self.backend = backend
+
+    def __enter__(self):
+        self.previous, _override["telemetry"] = _override["telemetry"], self.backend
+        return self.backend
+
+    def __exit__(self, *exc):
+        _override["telemetry"] = self.previous
+
+
 def backends() -> Backends:
-    logs, metrics, alerts = telemetry_backends()
+    if _override["telemetry"] is not None:
+        logs = metrics = alerts = _override["telemetry"]
+    else:
+        logs, metrics, alerts = telemetry_backends()
     return Backends(logs=logs, metrics=metrics, alerts=alerts, knowledge=KnowledgeSearch())

@@ -166,8 +166,11 @@ def cap_result(result: Any, max_bytes: int) -> tuple[Any, bool]:
             items = result.get(key)
             if isinstance(items, list) and items:
                 keep = list(items)
+                # Log records are oldest-first: the newest lines matter most, so drop from the front.
+                newest_last = key == "records"
                 while keep and len(json.dumps({**result, key: keep}, ensure_ascii=False, default=str).encode()) > max_bytes:
-                    keep = keep[: max(0, len(keep) * 3 // 4)]
+                    size = max(0, len(keep) * 3 // 4)
+                    keep = keep[len(keep) - size:] if newest_last else keep[:size]
                 result[key] = keep
                 result["truncated"] = True
                 result["omitted_items"] = len(items) - len(keep)

@@ -1,0 +1,31 @@
+from pathlib import Path
+
+from django.conf import settings
+from django.core.management.base import BaseCommand, CommandError
+
+from diagnosis.services.evaluation import evaluate_folder, markdown_table, summary, write_report
+
+
+class Command(BaseCommand):
+    help = ("Run the diagnosis over every scenario in a folder (demo format: logs, metrics, alerts, runbooks, "
+            "ground truth) and report root-cause hits, citation validity and unsupported claims. "
+            "Exits non-zero when any answer contains an unverified claim.")
+
+    def add_arguments(self, parser):
+        parser.add_argument("--scenarios", type=Path, default=None, help="Folder of scenarios (default: the shipped demo).")
+        parser.add_argument("--lang", choices=("en", "zh", "both"), default="both")
+        parser.add_argument("--out", type=Path, default=Path("var/eval"), help="Where to write evaluation.json and evaluation.md.")
+
+    def handle(self, scenarios, lang, out, **options):
+        folder = scenarios or Path(settings.DEMO_SCENARIOS_DIR)
+        if not folder.is_dir():
+            raise CommandError(f"{folder} is not a folder")
+        languages = ("en", "zh") if lang == "both" else (lang,)
+        scores = evaluate_folder(folder=folder, languages=languages)
+        json_path, md_path = write_report(scores, out)
+        self.stdout.write(markdown_table(scores))
+        self.stdout.write(f"\nsummary: {summary(scores)} (model: {settings.LLM_PROVIDER})")
+        self.stdout.write(f"wrote {json_path} and {md_path}")
+        unsupported = sum(s.unsupported_claims for s in scores)
+        if unsupported:
+            raise CommandError(f"{unsupported} unverified claim(s) appeared in answers")

@@ -1,0 +1,129 @@
+"""The evaluation harness: run the diagnosis over incident scenarios and score each answer
+against its ground truth (root-cause hit, citation validity, unsupported claims, cost)."""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from django.contrib.auth import get_user_model
+
+from diagnosis.demo.loader import load_ground_truth, load_scenario_meta
+from diagnosis.ids import new_session_id
+from diagnosis.models import ChatSession, DiagnosisRun
+from diagnosis.services import wiring
+from diagnosis.services.knowledge import knowledge_load_folder
+from diagnosis.services.runs import run_execute
+from diagnosis.tools.backends.demo import DemoBackend
+
+INVOCATION_RE = re.compile(r"\binv-[0-9a-f]{8}\b")
+EVAL_USER = "evaluation"
+
+
+@dataclass
+class ScenarioScore:
+    scenario: str
+    language: str
+    run_id: str
+    status: str
+    verdict: str
+    service_hit: bool
+    cause_hit: bool
+    root_cause_hit: bool
+    citation_validity: float
+    claims_verified: int
+    claims_total: int
+    unsupported_claims: int
+    fallback_used: bool
+    steps: int
+    tool_calls: int
+    tokens: int
+    latency_ms: int
+
+
+def scenario_dirs(folder: Path) -> list[Path]:
+    return sorted(p for p in Path(folder).iterdir() if (p / "ground_truth.json").exists())
+
+
+def score_run(run: DiagnosisRun, truth: dict) -> dict:
+    answer = run.answer or ""
+    lowered = answer.lower()
+    evaluation = run.self_evaluation or {}
+    rules = evaluation.get("rule_evaluation", {})
+    verified = (evaluation.get("verifier_evaluation") or {}).get("verified_evidence") or []
+    verified_ids = {e.get("source_invocation_id") for e in verified}
+    service = truth.get("root_cause_service")
+    service_hit = (service.lower() in lowered) if service else not _names_a_root_cause(run)
+    cause_hit = any(k.lower() in lowered for k in truth.get("cause_keywords", []))
+    return {
+        "service_hit": service_hit, "cause_hit": cause_hit, "root_cause_hit": service_hit and cause_hit,
+        "citation_validity": float(rules.get("citation_validity_rate") or 0.0),
+        "claims_verified": int(rules.get("claims_verified") or 0), "claims_total": int(rules.get("claims_total") or 0),
+        # A citation in the answer to anything but verified evidence is an unsupported claim.
+        "unsupported_claims": len(set(INVOCATION_RE.findall(answer)) - verified_ids),
+        "fallback_used": bool(rules.get("fallback_used")),
+    }
+
+
+def _names_a_root_cause(run: DiagnosisRun) -> bool:
+    return "root cause" in (run.answer or "").lower() and run.effective_verdict == "PASS" and "no anomaly" not in run.answer.lower()
+
+
+def evaluate_scenario(*, folder: Path, language: str, user) -> ScenarioScore:
+    meta, truth = load_scenario_meta(folder), load_ground_truth(folder)
+    if (folder / "runbooks").is_dir():
+        knowledge_load_folder(folder=folder / "runbooks", prefix="runbooks/")
+    question = meta["default_question"][language]
+    session = ChatSession.objects.create(session_id=new_session_id(), owner=user, title=f"eval {folder.name}")
+    run = DiagnosisRun.objects.create(session=session, question=question)
+    started = time.perf_counter()
+    with wiring.telemetry_override(DemoBackend([folder])):
+        run_execute(run_id=run.run_id)
+    latency = int((time.perf_counter() - started) * 1000)
+    run.refresh_from_db()
+    return ScenarioScore(
+        scenario=folder.name, language=language, run_id=run.run_id, status=run.status,
+        verdict=run.effective_verdict or "-", steps=run.step_count, tool_calls=run.tool_count,
+        tokens=run.prompt_tokens + run.completion_tokens, latency_ms=latency, **score_run(run, truth),
+    )
+
+
+def evaluate_folder(*, folder: Path, languages=("en", "zh")) -> list[ScenarioScore]:
+    user, _ = get_user_model().objects.get_or_create(username=EVAL_USER)
+    return [evaluate_scenario(folder=f, language=lang, user=user) for f in scenario_dirs(folder) for lang in languages]
+
+
+def summary(scores: list[ScenarioScore]) -> dict:
+    n = len(scores) or 1
+    return {
+        "runs": len(scores),
+        "root_cause_hit_rate": round(sum(s.root_cause_hit for s in scores) / n, 3),
+        "mean_citation_validity": round(sum(s.citation_validity for s in scores) / n, 3),
+        "unsupported_claims": sum(s.unsupported_claims for s in scores),
+        "fallback_rate": round(sum(s.fallback_used for s in scores) / n, 3),
+        "median_latency_ms": sorted(s.latency_ms for s in scores)[len(scores) // 2] if scores else 0,
+    }
+
+
+def markdown_table(scores: list[ScenarioScore]) -> str:
+    head = ("| scenario | lang | verdict | root cause hit | citation validity | claims verified | unsupported | "
+            "fallback | steps | tool calls | tokens | latency ms |\n|---|---|---|---|---|---|---|---|---|---|---|---|")
+    rows = [
+        f"| {s.scenario} | {s.language} | {s.verdict} | {'yes' if s.root_cause_hit else 'no'} "
+        f"({'service' if s.service_hit else '-'}/{'cause' if s.cause_hit else '-'}) | {s.citation_validity:.2f} | "
+        f"{s.claims_verified}/{s.claims_total} | {s.unsupported_claims} | {'yes' if s.fallback_used else 'no'} | "
+        f"{s.steps} | {s.tool_calls} | {s.tokens} | {s.latency_ms} |"
+        for s in scores
+    ]
+    return "\n".join([head, *rows])
+
+
+def write_report(scores: list[ScenarioScore], out_dir: Path) -> tuple[Path, Path]:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    json_path, md_path = out_dir / "evaluation.json", out_dir / "evaluation.md"
+    json_path.write_text(json.dumps({"summary": summary(scores), "scenarios": [asdict(s) for s in scores]}, indent=2, ensure_ascii=False))
+    md_path.write_text(markdown_table(scores) + "\n")
+    return json_path, md_path

@@ -1,0 +1,45 @@
+"""The evaluation harness on the offline analyser: every shipped scenario, no unverified claim."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from django.core.management import CommandError, call_command
+
+from diagnosis.models import DiagnosisRun
+from diagnosis.services import evaluation
+
+pytestmark = pytest.mark.django_db
+
+
+def test_the_offline_analyser_makes_no_unverified_claim_on_any_scenario(tmp_path, capsys):
+    call_command("eval_scenarios", "--out", str(tmp_path))
+    report = json.loads((tmp_path / "evaluation.json").read_text())
+    assert report["summary"]["runs"] == 20  # ten scenarios, English and Chinese
+    assert report["summary"]["unsupported_claims"] == 0
+    for row in report["scenarios"]:
+        assert row["status"] == "SUCCESS", row
+        assert row["unsupported_claims"] == 0, row
+        assert row["citation_validity"] > 0, row
+    assert "| scenario | lang |" in (tmp_path / "evaluation.md").read_text()
+    assert "summary:" in capsys.readouterr().out
+
+
+def test_the_harness_fails_when_an_answer_cites_unverified_evidence(tmp_path, monkeypatch):
+    def fabricate(*, run_id):
+        DiagnosisRun.objects.filter(run_id=run_id).update(
+            status="SUCCESS", answer="The root cause is proven by [inv-0badc0de].",
+            self_evaluation={"rule_evaluation": {}, "verifier_evaluation": {"verified_evidence": []}},
+        )
+
+    monkeypatch.setattr(evaluation, "run_execute", fabricate)
+    with pytest.raises(CommandError, match="unverified claim"):
+        call_command("eval_scenarios", "--lang", "en", "--out", str(tmp_path))
+    assert json.loads((tmp_path / "evaluation.json").read_text())["summary"]["unsupported_claims"] == 10
+
+
+def test_scoring_counts_a_missed_root_cause():
+    run = DiagnosisRun(answer="Everything is on fire in checkout-service.", effective_verdict="PASS", self_evaluation={})
+    score = evaluation.score_run(run, {"root_cause_service": "redis-cache", "cause_keywords": ["maxmemory"]})
+    assert score["root_cause_hit"] is False and score["service_hit"] is False and score["cause_hit"] is False
