@@ -114,6 +114,8 @@ CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+# A broker that is down must fail a chat request within seconds (503), not hang it.
+CELERY_TASK_PUBLISH_RETRY_POLICY = {"max_retries": 2, "interval_start": 0, "interval_step": 0.2, "interval_max": 0.5}
 # A run must be finished or killed well before Redis hands its unacked message to another worker.
 CELERY_BROKER_VISIBILITY_TIMEOUT = env_int("CELERY_BROKER_VISIBILITY_TIMEOUT", 3600, minimum=60)
 CELERY_TASK_TIME_LIMIT = env_int("CELERY_TASK_TIME_LIMIT", 600, minimum=10)
@@ -168,6 +170,8 @@ TOOL_RESULT_MAX_BYTES = env_int("TOOL_RESULT_MAX_BYTES", 1_000_000, minimum=1000
 CHAT_MAX_QUESTION_CHARS = env_int("CHAT_MAX_QUESTION_CHARS", 4000, minimum=10, maximum=100_000)
 CHAT_WAIT_SECONDS = env_float("CHAT_WAIT_SECONDS", 60.0, minimum=0, maximum=600)
 RUN_LEASE_SECONDS = env_int("RUN_LEASE_SECONDS", 120, minimum=10)
+CHAT_MAX_ACTIVE_RUNS = env_int("CHAT_MAX_ACTIVE_RUNS", 5, minimum=1, maximum=1000)
+CHAT_THROTTLE_RATE = env_str("CHAT_THROTTLE_RATE", "60/min")
 
 # --- Auth, i18n, static --------------------------------------------------------------------------
 AUTH_PASSWORD_VALIDATORS = [
@@ -193,6 +197,7 @@ REST_FRAMEWORK = {
     "EXCEPTION_HANDLER": "diagnosis.api.errors.api_exception_handler",
     "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+    "DEFAULT_THROTTLE_RATES": {"chat": CHAT_THROTTLE_RATE},
 }
 DATA_UPLOAD_MAX_MEMORY_SIZE = 256 * 1024  # request bodies; a question is capped far below this
 SPECTACULAR_SETTINGS = {

@@ -79,3 +79,13 @@ def eager_tasks(settings):
     app.conf.task_always_eager = True
     yield
     app.conf.task_always_eager = previous
+
+
+@pytest.fixture(autouse=True)
+def _clear_cache():
+    """Throttle counters and session memory live in the cache: each test starts with none."""
+    from django.core.cache import cache
+
+    if settings.configured:
+        cache.clear()
+    yield

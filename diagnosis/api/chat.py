@@ -12,14 +12,15 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import serializers
 from rest_framework.renderers import BaseRenderer
+from rest_framework.throttling import UserRateThrottle
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from diagnosis.api.errors import ApiError
+from diagnosis.api.errors import ApiError, error_response
 from diagnosis.ids import is_valid_run_id
 from diagnosis.models import DiagnosisRun
 from diagnosis.selectors import run_events_after, run_get_for_user, run_status
-from diagnosis.services.chat import ChatInputError, SessionNotFound, chat_submit
+from diagnosis.services.chat import BrokerUnavailable, ChatInputError, SessionNotFound, chat_submit
 from diagnosis.services.strategy import MODES
 
 SSE_MAX_SECONDS = 600
@@ -72,7 +73,13 @@ def wait_for_terminal(run: DiagnosisRun, seconds: float) -> DiagnosisRun:
     return run
 
 
+class ChatThrottle(UserRateThrottle):
+    scope = "chat"
+
+
 class ChatView(APIView):
+    throttle_classes = [ChatThrottle]
+
     class InputSerializer(serializers.Serializer):
         sessionId = serializers.CharField(required=False, max_length=64)
         Id = serializers.CharField(required=False, max_length=64, help_text="Legacy name of sessionId.")
@@ -96,7 +103,13 @@ class ChatView(APIView):
                 mode=values["mode"], request_id=values.get("requestId"),
             )
         except ChatInputError as exc:
+            if exc.status == 429:
+                return error_response(code=exc.code, message=exc.message, status_code=429, field=exc.field,
+                                      headers={"Retry-After": "5"})
             raise ApiError(code=exc.code, message=exc.message, field=exc.field, status_code=exc.status) from None
+        except BrokerUnavailable:
+            return error_response(code="broker_unavailable", status_code=503, headers={"Retry-After": "10"},
+                                  message="The task queue (Redis) is unavailable; the run was recorded FAILED. Retry shortly.")
         except SessionNotFound:
             raise ApiError(code="not_found", message="session not found", status_code=404, field="sessionId") from None
         run = DiagnosisRun.objects.select_related("session").get(pk=submission.run.pk)

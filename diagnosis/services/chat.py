@@ -3,7 +3,9 @@ after the commit. The same requestId twice in a session returns the same run."""
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
+from functools import partial
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
@@ -13,11 +15,19 @@ from diagnosis.models import ChatSession, DiagnosisRun
 from diagnosis.redaction import redact_text
 from diagnosis.services.strategy import strategy_choose
 
+logger = logging.getLogger(__name__)
+
 
 class ChatInputError(Exception):
     def __init__(self, field: str, message: str, code: str = "invalid_input", status: int = 400):
         super().__init__(message)
         self.field, self.message, self.code, self.status = field, message, code, status
+
+
+class BrokerUnavailable(Exception):
+    """The task could not be enqueued: the run is recorded FAILED, never left PENDING."""
+
+    code = "broker_unavailable"
 
 
 class SessionNotFound(Exception):
@@ -67,6 +77,7 @@ def chat_submit(*, user, question, session_id: str | None = None, mode: str = "a
     question = _clean_question(question)
     if request_id is not None and (not isinstance(request_id, str) or not is_valid_session_id(request_id)):
         raise ChatInputError("requestId", "requestId must match ^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$")
+    _active_run_limit(user)
     strategy = DiagnosisRun.Strategy.DIAGNOSIS if flow == DiagnosisRun.Flow.AI_OPS else strategy_choose(question=question, mode=mode)
     with transaction.atomic():
         session = session_resolve(user=user, session_id=session_id)
@@ -84,5 +95,30 @@ def chat_submit(*, user, question, session_id: str | None = None, mode: str = "a
             return ChatSubmission(DiagnosisRun.objects.get(session=session, request_id=request_id), False)
         if not session.title:
             ChatSession.objects.filter(pk=session.pk).update(title=run.question[:200])
-        execute_run.delay_on_commit(run.run_id)
+        # What DjangoTask.delay_on_commit does, plus: a broker that refuses the message fails the run.
+        transaction.on_commit(partial(run_enqueue, run_id=run.run_id, task=execute_run))
     return ChatSubmission(run, True)
+
+
+def _active_run_limit(user) -> None:
+    limit = settings.CHAT_MAX_ACTIVE_RUNS
+    active = DiagnosisRun.objects.filter(
+        session__owner=user, status__in=(DiagnosisRun.Status.PENDING, DiagnosisRun.Status.RUNNING)
+    ).count()
+    if active >= limit:
+        raise ChatInputError("question", f"{active} runs are still in progress; at most {limit} may run at once. "
+                             "Retry when one has finished.", code="too_many_active_runs", status=429)
+
+
+def run_enqueue(*, run_id: str, task) -> None:
+    from diagnosis.services.lifecycle import RunTransitionError, run_fail
+
+    try:
+        task.delay(run_id)
+    except Exception as exc:  # kombu OperationalError, redis ConnectionError, ...
+        logger.error("could not enqueue run %s: %s", run_id, exc)
+        try:
+            run_fail(run_id=run_id, error_code=BrokerUnavailable.code, error_message=f"the task queue is unavailable: {exc}"[:500])
+        except RunTransitionError:
+            pass
+        raise BrokerUnavailable(str(exc)) from exc
