@@ -1736,7 +1736,12 @@ def _compose(si: Mapping[str, Any]) -> dict[str, Any]:
     runbook_actions = []
     if verdict != "REJECT":
         # Advice in the reader's language first; a runbook in the other language is still quoted as is.
-        claims_by_language = sorted(claims, key=lambda c: question_language(str(c.get("statement", ""))) != language)
+        def excerpt_language(claim) -> str:
+            return question_language(str((claim.get("evidence") or [{}])[0].get("evidence_excerpt", "")))
+
+        claims_by_language = sorted(claims, key=lambda c: excerpt_language(c) != language)
+        if any(excerpt_language(c) == language and RUNBOOK_RE.match(str(c.get("statement", ""))) for c in claims):
+            claims_by_language = [c for c in claims_by_language if excerpt_language(c) == language]
         for claim in claims_by_language:
             m = RUNBOOK_RE.match(str(claim.get("statement", "")))
             if m:
