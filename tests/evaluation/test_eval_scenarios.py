@@ -22,6 +22,14 @@ def test_the_offline_analyser_makes_no_unverified_claim_on_any_scenario(tmp_path
         assert row["status"] == "SUCCESS", row
         assert row["unsupported_claims"] == 0, row
         assert row["citation_validity"] > 0, row
+        # Offline end to end on database rows: the composer answers, naming the ground-truth cause.
+        assert row["verdict"] in ("PASS", "LOW_CONFID") and not row["fallback_used"], row
+        assert row["root_cause_hit"], row
+        run = DiagnosisRun.objects.get(run_id=row["run_id"])
+        assert run.orchestration_trace["final_node"] == "composer"
+        cited = set(evaluation.INVOCATION_RE.findall(run.answer))
+        assert cited and cited <= set(run.tool_invocations.values_list("invocation_id", flat=True))
+        assert ("离线分析器" if row["language"] == "zh" else "Offline analyser") in run.answer
     assert "| scenario | lang |" in (tmp_path / "evaluation.md").read_text()
     assert "summary:" in capsys.readouterr().out
 
