@@ -128,7 +128,15 @@ def parse_database_url(value: str, *, name: str = "DATABASE_URL", base_dir=None)
         path = path[1:]  # sqlite:///var/db.sqlite3 -> var/db.sqlite3 ; sqlite:////tmp/x -> /tmp/x
         if base_dir is not None and not path.startswith("/") and path != ":memory:":
             path = str(base_dir / path)
-        return {"ENGINE": "django.db.backends.sqlite3", "NAME": path, "OPTIONS": {"timeout": 20}}
+        return {
+            "ENGINE": "django.db.backends.sqlite3", "NAME": path,
+            # WAL lets readers run beside the writer; IMMEDIATE takes the write lock up front so
+            # concurrent requests queue on `timeout` instead of failing with "database is locked".
+            "OPTIONS": {
+                "timeout": 20, "transaction_mode": "IMMEDIATE",
+                "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL",
+            },
+        }
 
     database = unquote(parts.path.lstrip("/"))
     if not parts.hostname or not database or "/" in database:

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import logging
+from contextlib import nullcontext
 
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
 from django.db.models import Max
 
 from diagnosis.models import RunEvent
@@ -26,7 +27,8 @@ class ProgressPublisher:
         for _ in range(3):
             self.seq += 1
             try:
-                with transaction.atomic():
+                # Outside a transaction one INSERT is atomic by itself: no BEGIN/COMMIT round trips.
+                with transaction.atomic() if connection.in_atomic_block else nullcontext():
                     RunEvent.objects.create(run_id=self.run_pk, seq=self.seq, kind=kind, data=data)
                 return
             except IntegrityError:

@@ -3,9 +3,10 @@ call a `tool_invocation`, both owned by the run and its session; the Gatekeeper 
 
 from __future__ import annotations
 
+from contextlib import nullcontext
 from typing import Any, Callable, Collection, Iterable
 
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
 from django.db.models import Max
 from django.utils import timezone
 
@@ -59,7 +60,7 @@ class RunRecorder:
         for _ in range(5):
             invocation_id = new_invocation_id()
             try:
-                with transaction.atomic():
+                with transaction.atomic() if connection.in_atomic_block else nullcontext():
                     ToolInvocation.objects.create(
                         run_id=self.run_pk, session_id=self.session_id, step_id=self.current_step_id,
                         invocation_id=invocation_id, tool_name=tool_name, arguments=arguments, status=status,
