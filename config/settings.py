@@ -231,3 +231,14 @@ if not DEBUG:
 SECURE_CONTENT_TYPE_NOSNIFF = True
 X_FRAME_OPTIONS = "DENY"
 SESSION_COOKIE_HTTPONLY = True
+
+# --- The reaper (celery beat) -------------------------------------------------------------------------
+# Every half lease, RUNNING runs whose heartbeat is older than RUN_LEASE_SECONDS become FAILED (worker_lost).
+# A message not consumed within one period expires, so a stopped maintenance worker leaves no backlog.
+CELERY_BEAT_SCHEDULE = {
+    "reap-stale-runs": {
+        "task": "diagnosis.tasks.reap_stale_runs",
+        "schedule": RUN_LEASE_SECONDS / 2,
+        "options": {"expires": RUN_LEASE_SECONDS / 2},
+    },
+}

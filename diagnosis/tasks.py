@@ -22,3 +22,11 @@ def execute_run(self, run_id: str) -> str | None:
     """Execute one run. Idempotent: a redelivered message for a finished or live run does nothing."""
     run = run_execute(run_id=run_id, task_id=self.request.id or "")
     return run.status if run else None
+
+
+@shared_task(name="diagnosis.tasks.reap_stale_runs")
+def reap_stale_runs() -> list[str]:
+    """Beat, every RUN_LEASE_SECONDS/2 on the maintenance queue: stale RUNNING runs -> FAILED (worker_lost)."""
+    from diagnosis.services.reaper import runs_reap_stale
+
+    return [run.run_id for run in runs_reap_stale()]

@@ -72,13 +72,11 @@ def live_worker(django_db_setup, django_db_blocker):
 @pytest.fixture
 def eager_tasks(settings):
     """Run tasks in-process for this test: needed when a test changes settings a worker cannot see."""
-    from config.celery import app
+    from tests.support.celery_conf import celery_conf
 
-    previous = app.conf.task_always_eager
     settings.CELERY_TASK_ALWAYS_EAGER = True
-    app.conf.task_always_eager = True
-    yield
-    app.conf.task_always_eager = previous
+    with celery_conf(task_always_eager=True):
+        yield
 
 
 @pytest.fixture(autouse=True)

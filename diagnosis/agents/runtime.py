@@ -121,7 +121,8 @@ class AgentContext:
                 response_format="json" if json_output and not tools else None, structured_input=structured,
             ))
         except ModelError as exc:
-            self.budget.charge(exc.usage)
+            if not isinstance(exc, BudgetExceeded):  # a call the budget refused was never sent: it costs nothing
+                self.budget.charge(exc.usage)
             self.steps.step_finish(
                 handle, status="FAILED", model_output={"error": exc.to_dict(), "raw_output": redact_text(exc.raw_output or "")},
                 duration_ms=int((time.perf_counter() - started) * 1000), usage=exc.usage, has_tool_call=False,
@@ -141,6 +142,9 @@ class AgentContext:
 def fence_tool_output(outcome) -> str:
     """A tool result as the model sees it: fenced, labelled untrusted, and bounded in size."""
     body = json.dumps(outcome.result if outcome.status == "SUCCESS" else {"error": outcome.error}, ensure_ascii=False, default=str)
+    # "<" only occurs inside JSON strings: as \u003c it decodes the same, but data can no longer
+    # close the fence or forge another one ("</tool_output>", "<tool_output …>", "<|im_start|>").
+    body = body.replace("<", "\\u003c")
     if len(body) > MODEL_TOOL_OUTPUT_CHARS:
         body = body[:MODEL_TOOL_OUTPUT_CHARS] + " …[cut for the model; the full result is stored]"
     return (

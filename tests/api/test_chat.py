@@ -25,17 +25,13 @@ def test_it_runs_a_diagnosis_and_returns_the_finished_run(alice_api, demo_knowle
 
 
 def test_wait_false_answers_202_with_links(alice_api, demo_knowledge, settings):
+    from unittest import mock
+
+    from tests.support.celery_conf import celery_conf
+
     settings.CELERY_TASK_ALWAYS_EAGER = False  # nothing consumes the queue here: the run stays PENDING
-    from config.celery import app
-
-    app.conf.task_always_eager = False
-    try:
-        from unittest import mock
-
-        with mock.patch("diagnosis.tasks.execute_run.delay"):
-            response = alice_api.post("/api/chat", {"question": QUESTION, "wait": False}, format="json")
-    finally:
-        app.conf.task_always_eager = True
+    with celery_conf(task_always_eager=False), mock.patch("diagnosis.tasks.execute_run.delay"):
+        response = alice_api.post("/api/chat", {"question": QUESTION, "wait": False}, format="json")
     assert response.status_code == 202
     body = response.json()
     assert body["status"] == "PENDING"
