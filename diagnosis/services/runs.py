@@ -26,6 +26,7 @@ from diagnosis.models import DiagnosisRun
 from diagnosis.services import memory, wiring
 from diagnosis.services.lifecycle import RunTransitionError, run_claim, run_fail, run_heartbeat, run_succeed
 from diagnosis.services.progress import ProgressPublisher
+from diagnosis.services.reaper import run_reap
 from diagnosis.services.recording import RunRecorder
 from diagnosis.tools.registry import ToolBox
 
@@ -56,6 +57,10 @@ def run_execute(*, run_id: str, task_id: str = "") -> DiagnosisRun | None:
     publish = ProgressPublisher(run.pk)
     publish("status", {"status": Status.RUNNING, "runId": run.run_id})
     try:
+        if run.agent_flow == DiagnosisRun.Flow.AI_OPS:
+            from diagnosis.services.aiops import aiops_execute  # it reuses this module's helpers: import late
+
+            return aiops_execute(run, publish)
         if run.strategy == DiagnosisRun.Strategy.SIMPLE:
             return _execute_simple(run, publish)
         return _execute_diagnosis(run, publish)
@@ -65,11 +70,8 @@ def run_execute(*, run_id: str, task_id: str = "") -> DiagnosisRun | None:
 
 
 def run_fail_worker_lost(*, run: DiagnosisRun) -> DiagnosisRun | None:
-    try:
-        return run_fail(run_id=run.run_id, error_code="worker_lost",
-                        error_message="the worker stopped sending heartbeats; partial steps and trace are kept")
-    except RunTransitionError:
-        return None
+    # The reaper's path: the partial trace and counts are kept, and a heartbeat that lands meanwhile wins.
+    return run_reap(run_id=run.run_id)
 
 
 def _finish_failed(run, publish, *, code: str, message: str, **results) -> DiagnosisRun | None:

@@ -1,0 +1,301 @@
+"""Alert analysis (F-60): validate a request or an Alertmanager webhook (version "4") into the run's
+normalised alerts, submit an AI_OPS run like a chat run, and execute it with the supervisor loop.
+
+The alerts cross the task boundary in the run's first RunEvent (kind "input"), written in the same
+transaction that creates the run, so the task (eager or on another machine) always finds them and the
+event stream shows the client exactly what is analysed. `diagnosis_run` has no input column; a run
+without that event (or with no firing alert) analyses what `query_alerts` returns.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Mapping
+
+from django.conf import settings
+from django.db import transaction
+
+from diagnosis.agents.aiops import ACTIVE_STATES, INACTIVE_STATES, MAX_ROUNDS, AlertSupervisor, alert_record
+from diagnosis.agents.catalog import prompt_audit
+from diagnosis.agents.runtime import AgentContext
+from diagnosis.models import DiagnosisRun, RunEvent
+from diagnosis.redaction import redact_text, redact_value
+from diagnosis.services import memory, wiring
+from diagnosis.services.chat import chat_submit
+from diagnosis.services.lifecycle import run_heartbeat, run_succeed
+from diagnosis.services.recording import RunRecorder
+from diagnosis.services.runs import _budget, _counts, _finish_failed
+from diagnosis.tools.registry import ToolBox
+
+logger = logging.getLogger(__name__)
+
+INPUT_EVENT = "input"
+REPORT_EVENT = "report"
+MAX_LABELS = 64
+MAX_LABEL_VALUE_CHARS = 1024
+MAX_ANNOTATION_CHARS = 4096
+MAX_TIMESTAMP_CHARS = 64
+MAX_TEXT_CHARS = 2048  # receiver, groupKey, externalURL, generatorURL, annotation names
+LABEL_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+RFC3339_RE = re.compile(r"^\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:[Zz]|[+-]\d{2}:\d{2})$")
+STATES = ACTIVE_STATES + INACTIVE_STATES
+WEBHOOK_KEYS = ("version", "groupKey", "receiver", "truncatedAlerts")
+
+
+def max_alerts() -> int:
+    return getattr(settings, "AIOPS_MAX_ALERTS", 50)
+
+
+def max_input_bytes() -> int:
+    return getattr(settings, "AIOPS_MAX_INPUT_BYTES", 64 * 1024)
+
+
+def max_rounds() -> int:
+    return getattr(settings, "AIOPS_MAX_ROUNDS", MAX_ROUNDS)
+
+
+class AlertInputError(Exception):
+    """A request the analysis cannot take: answered 400 naming the field, nothing is created."""
+
+    def __init__(self, field: str, message: str):
+        super().__init__(message)
+        self.field, self.message = field, message
+
+
+@dataclass(frozen=True)
+class AlertInput:
+    """The validated, normalised (and redacted) alerts of one request."""
+
+    alerts: list[dict]
+    ignored: int
+    source: str  # request | alertmanager
+    language: str | None = None
+    group_key: str | None = None
+    receiver: str | None = None
+
+    def event_data(self) -> dict[str, Any]:
+        return {"alerts": self.alerts, "alertsTotal": len(self.alerts), "alertsIgnored": self.ignored,
+                "source": self.source, "language": self.language, "groupKey": self.group_key, "receiver": self.receiver}
+
+
+@dataclass(frozen=True)
+class AiOpsSubmission:
+    run: DiagnosisRun
+    created: bool
+    input: AlertInput = field(repr=False)
+
+
+# --------------------------------------------------------------------------- validation
+
+
+def _text(value: Any, where: str, *, limit: int = MAX_TEXT_CHARS) -> str:
+    """A string the database and the prompts can take: bounded, no NUL, valid UTF-8 (no lone surrogate)."""
+    if not isinstance(value, str):
+        raise AlertInputError(where, f"{where} must be a string, got {_json_type(value)}")
+    if len(value) > limit:
+        raise AlertInputError(where, f"{where} is longer than {limit} characters")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise AlertInputError(where, f"{where} is not valid UTF-8 text") from None
+    if "\x00" in value:
+        raise AlertInputError(where, f"{where} must not contain NUL characters")
+    return value
+
+
+def _string_map(value: Any, where: str, *, limit: int, label_names: bool) -> dict[str, str]:
+    if not isinstance(value, Mapping):
+        raise AlertInputError(where, f"{where} must be an object of strings")
+    if len(value) > MAX_LABELS:
+        raise AlertInputError(where, f"{where} has {len(value)} entries; at most {MAX_LABELS} are allowed")
+    clean = {}
+    for key, item in value.items():
+        if label_names and not LABEL_NAME_RE.match(str(key)):
+            raise AlertInputError(where, f"{where}: {str(key)[:64]!r} is not a valid label name ([A-Za-z_][A-Za-z0-9_]*)")
+        _text(key, where, limit=128)
+        clean[str(key)] = _text(item, f"{where}.{key}", limit=limit)
+    return clean
+
+
+def _optional(payload: Mapping, key: str) -> bool:
+    """True when the field is given; null counts as absent (as the OpenAPI schema documents)."""
+    return payload.get(key) is not None
+
+
+def _timestamp(value: Any, where: str) -> str:
+    if not isinstance(value, str) or len(value) > MAX_TIMESTAMP_CHARS or not RFC3339_RE.match(value.strip()):
+        raise AlertInputError(where, f"{where} must be an RFC 3339 timestamp such as 2026-11-29T10:00:00Z")
+    try:
+        datetime.fromisoformat(re.sub(r"[Zz]$", "+00:00", value.strip()))
+    except ValueError:
+        raise AlertInputError(where, f"{where} must be an RFC 3339 timestamp, got {value[:40]!r}") from None
+    return value.strip()
+
+
+def _json_type(value: Any) -> str:
+    return {dict: "object", list: "array", str: "string", int: "integer", float: "number", bool: "boolean",
+            type(None): "null"}.get(type(value), type(value).__name__)
+
+
+def _alert(raw: Any, index: int) -> dict[str, Any]:
+    where = f"alerts[{index}]"
+    if not isinstance(raw, Mapping):
+        raise AlertInputError(where, f"{where} must be an object with labels and annotations")
+    if "labels" not in raw:
+        raise AlertInputError(f"{where}.labels", f"{where}.labels is required")
+    labels = _string_map(raw["labels"], f"{where}.labels", limit=MAX_LABEL_VALUE_CHARS, label_names=True)
+    if not labels.get("alertname", "").strip():
+        raise AlertInputError(f"{where}.labels.alertname", f"{where}.labels.alertname is required")
+    annotations = _string_map(raw["annotations"], f"{where}.annotations", limit=MAX_ANNOTATION_CHARS,
+                              label_names=False) if _optional(raw, "annotations") else {}
+    clean: dict[str, Any] = {"labels": labels, "annotations": annotations}
+    allowed = {"state": STATES, "status": ("firing", "resolved")}
+    for key, values in allowed.items():
+        if _optional(raw, key):
+            if not isinstance(raw[key], str) or raw[key].strip().lower() not in values:
+                raise AlertInputError(f"{where}.{key}", f"{where}.{key} must be one of {', '.join(values)}")
+            clean[key] = raw[key].strip().lower()
+    for key in ("activeAt", "startsAt", "endsAt"):
+        if _optional(raw, key):
+            clean[key] = _timestamp(raw[key], f"{where}.{key}")
+    if _optional(raw, "fingerprint"):
+        clean["fingerprint"] = _text(raw["fingerprint"], f"{where}.fingerprint", limit=64)
+    if _optional(raw, "generatorURL"):
+        _text(raw["generatorURL"], f"{where}.generatorURL")  # checked, not kept: a backlink may carry secrets
+    return clean
+
+
+def alerts_parse(payload: Any) -> AlertInput:
+    """Validate `{sessionId?, alerts?: [...]}` or an Alertmanager webhook payload (version "4").
+
+    Resolved (and inactive) alerts are ignored; duplicates (same fingerprint, or same labels) are kept once.
+    """
+    if not isinstance(payload, Mapping):
+        raise AlertInputError("body", "the request body must be a JSON object")
+    webhook = any(key in payload for key in WEBHOOK_KEYS)
+    if webhook:
+        if payload.get("version") != "4":
+            raise AlertInputError("version", 'only Alertmanager webhook payloads of version "4" are accepted')
+        if not isinstance(payload.get("alerts"), list):
+            raise AlertInputError("alerts", "an Alertmanager webhook payload needs an alerts list")
+    # The webhook's other fields are checked whatever the shape, so a malformed one is never silently ignored.
+    if _optional(payload, "status") and payload["status"] not in ("firing", "resolved"):
+        raise AlertInputError("status", "status must be firing or resolved")
+    for key in ("receiver", "groupKey", "externalURL"):
+        if _optional(payload, key):
+            _text(payload[key], key)
+    for key in ("groupLabels", "commonLabels", "commonAnnotations"):
+        if _optional(payload, key):
+            _string_map(payload[key], key, limit=MAX_ANNOTATION_CHARS, label_names=key != "commonAnnotations")
+    truncated = payload.get("truncatedAlerts")
+    if truncated is not None and (not isinstance(truncated, int) or isinstance(truncated, bool) or truncated < 0):
+        raise AlertInputError("truncatedAlerts", "truncatedAlerts must be a non-negative integer")
+    language = payload.get("language")
+    if language is not None and language not in ("en", "zh"):
+        raise AlertInputError("language", "language must be en or zh")
+    raws = payload.get("alerts")
+    if raws is None:
+        raws = []
+    if not isinstance(raws, list):
+        raise AlertInputError("alerts", f"alerts must be a list, got {_json_type(raws)}")
+    if len(raws) > max_alerts():
+        raise AlertInputError("alerts", f"at most {max_alerts()} alerts per request, got {len(raws)}")
+    size = len(json.dumps(raws, ensure_ascii=False, default=str).encode("utf-8", "surrogatepass"))
+    if size > max_input_bytes():
+        raise AlertInputError("alerts", f"the alerts take {size} bytes; at most {max_input_bytes()} are accepted")
+    source = "alertmanager" if webhook else "request"
+    alerts, ignored, seen = [], 0, set()
+    for index, raw in enumerate(raws):
+        clean = _alert(raw, index)
+        state = clean.get("status") or clean.get("state") or "firing"
+        if state in INACTIVE_STATES:
+            ignored += 1
+            continue
+        key = clean.get("fingerprint") or json.dumps(sorted(clean["labels"].items()))
+        if key in seen:
+            continue
+        seen.add(key)
+        clean = redact_value(clean)
+        alerts.append(alert_record({**clean, "state": state}, alert_id=f"a{len(alerts) + 1}", source=source))
+    return AlertInput(alerts=alerts, ignored=ignored, source=source, language=language,
+                      group_key=redact_text(str(payload["groupKey"]))[:500] if webhook and payload.get("groupKey") else None,
+                      receiver=redact_text(str(payload["receiver"]))[:200] if webhook and payload.get("receiver") else None)
+
+
+def _question(data: AlertInput) -> str:
+    """The run's question: what is analysed, in one readable line (the alerts themselves are in the input event)."""
+    if not data.alerts:
+        return "Analyse the active alerts (none were given: they are read with query_alerts)."
+    names = ", ".join(f"{a['alertname']} ({a['service'] or '-'})" for a in data.alerts[:10])
+    more = f" and {len(data.alerts) - 10} more" if len(data.alerts) > 10 else ""
+    return f"Analyse {len(data.alerts)} active alert(s): {names}{more}."[: min(1000, settings.CHAT_MAX_QUESTION_CHARS)]
+
+
+# --------------------------------------------------------------------------- submit
+
+
+def aiops_submit(*, user, payload: Any, session_id: str | None = None, request_id: str | None = None) -> AiOpsSubmission:
+    """Create the AI_OPS run PENDING (owned by the caller, enqueued after commit like a chat run), with
+    its alerts in the first event. The same requestId twice in a session returns the same run."""
+    data = alerts_parse(payload)
+    with transaction.atomic():  # the run, its input event and the enqueue (on commit) go together
+        submission = chat_submit(user=user, question=_question(data), session_id=session_id, request_id=request_id,
+                                 flow=DiagnosisRun.Flow.AI_OPS)
+        if submission.created:
+            RunEvent.objects.create(run_id=submission.run.pk, seq=1, kind=INPUT_EVENT, data=data.event_data())
+        elif submission.run.agent_flow != DiagnosisRun.Flow.AI_OPS:
+            raise AlertInputError("requestId", "this requestId already names a chat run in this session")
+    return AiOpsSubmission(submission.run, submission.created, data)
+
+
+def aiops_input(run: DiagnosisRun) -> dict[str, Any]:
+    """The alerts submitted with the run (its first "input" event); empty when there is none."""
+    event = RunEvent.objects.filter(run_id=run.pk, kind=INPUT_EVENT).order_by("seq").first()
+    return dict(event.data) if event and isinstance(event.data, dict) else {}
+
+
+# --------------------------------------------------------------------------- execute
+
+
+def aiops_execute(run: DiagnosisRun, publish) -> DiagnosisRun | None:
+    """Run the supervisor loop for a claimed AI_OPS run and save the checked report.
+
+    No orchestration trace (not a StateGraph run, seed 001); the planner decisions, the per-task
+    Gatekeeper audits and the report check go to `self_evaluation`.
+    """
+    recorder = RunRecorder(run, publish=publish)
+    tools = ToolBox(backends=wiring.backends(), recorder=recorder, max_calls=settings.DIAGNOSIS_MAX_TOOL_CALLS,
+                    max_result_bytes=settings.TOOL_RESULT_MAX_BYTES)
+    budget = _budget()
+    ctx = AgentContext(
+        model=wiring.chat_model(), tools=tools, steps=recorder, lookup=recorder, budget=budget,
+        run_id=run.run_id, session_id=recorder.session_id, model_names=wiring.model_names(),
+    )
+    submitted = aiops_input(run)
+    alerts = [a for a in submitted.get("alerts") or [] if isinstance(a, dict)]
+    supervisor = AlertSupervisor(ctx, max_rounds=max_rounds(), on_event=publish,
+                                 heartbeat=lambda: run_heartbeat(run_id=run.run_id))
+    outcome = supervisor.run(alerts=alerts or None, language=submitted.get("language"))
+    report = redact_text(outcome.report_markdown).strip()
+    evaluation = {
+        "aiops_rule_evaluation": outcome.rule_evaluation(outcomes=tools.outcomes, budget=budget.to_dict(tools),
+                                                         alerts_ignored=int(submitted.get("alertsIgnored") or 0)),
+        "aiops_audit": outcome.audit(),
+        "prompt_audit": prompt_audit(),
+    }
+    if not report:
+        return _finish_failed(run, publish, code="missing_answer", message="the alert analysis produced no report",
+                              self_evaluation=evaluation, **_counts(recorder, budget, ctx))
+    # The report goes out before the terminal status: a stream that sees the run finished has it already.
+    publish(REPORT_EVENT, {"reportMarkdown": report, "degraded": outcome.degraded,
+                           "citedInvocationIds": outcome.cited_invocation_ids,
+                           "alertsTotal": len(outcome.alerts), "alertsSource": outcome.alerts_source})
+    done = run_succeed(run_id=run.run_id, answer=report, degraded=outcome.degraded, effective_verdict="",
+                       self_evaluation=evaluation, orchestration_trace=None, **_counts(recorder, budget, ctx))
+    publish("status", {"status": DiagnosisRun.Status.SUCCESS, "degraded": done.degraded, "verdict": None})
+    memory.memory_append(session=run.session, run=done)
+    return done
