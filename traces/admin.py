@@ -23,6 +23,8 @@ from traces.rendering import json_html
 admin.site.site_header = "AIOps audit console"
 admin.site.site_title = "AIOps audit console"
 admin.site.index_title = "Runs, evidence and feedback"
+admin.site.enable_nav_sidebar = False  # the audit tables need the full width
+admin.site.site_url = None  # the service has no public site to go back to
 
 PREVIEW_CHARS = 90
 SESSION_RUNS_SHOWN = 100
@@ -38,13 +40,16 @@ class CappedCountPaginator(Paginator):
     COUNT_CAP = 10_000
 
     @cached_property
-    def count(self) -> int:
-        counted = self.object_list.order_by().values("pk")[: self.COUNT_CAP + 1].count()
-        return min(counted, self.COUNT_CAP)
+    def _counted(self) -> int:
+        return self.object_list.order_by().values("pk")[: self.COUNT_CAP + 1].count()
 
     @cached_property
+    def count(self) -> int:
+        return min(self._counted, self.COUNT_CAP)
+
+    @property
     def capped(self) -> bool:
-        return self.count >= self.COUNT_CAP
+        return self._counted > self.COUNT_CAP
 
 
 class AuditAdmin(admin.ModelAdmin):
@@ -73,6 +78,16 @@ def _badge(value: str, css: str | None = None):
     if not value:
         return mark_safe('<span class="rc-muted">—</span>')
     return format_html('<span class="rc-badge rc-{}">{}</span>', css or value.lower(), value)
+
+
+def _when(value) -> str:
+    return value.strftime("%Y-%m-%d %H:%M:%S") if value else "—"
+
+
+def _short_run_link(run_pk, run_id: str):
+    """The run id cut to its first 8 hex digits (the full id in the tooltip), linking to the run page."""
+    url = reverse("admin:diagnosis_diagnosisrun_change", args=[run_pk])
+    return format_html('<a class="rc-mono" href="{}" title="{}">{}…</a>', url, run_id, run_id[:12])
 
 
 def _duration(ms) -> str:
@@ -121,17 +136,18 @@ class FeedbackFilter(admin.SimpleListFilter):
 class DiagnosisRunAdmin(AuditAdmin):
     list_display = (
         "run_link", "session_link", "question_preview", "agent_flow", "strategy", "status_badge", "verdict_badge",
-        "degraded_badge", "feedback_badge", "duration", "tokens", "created_at",
+        "degraded_badge", "feedback_badge", "duration", "tokens", "created",
     )
     list_display_links = None
     list_filter = (
-        "status", "agent_flow", "strategy", VerdictFilter, "degraded", FeedbackFilter, ("created_at", admin.DateFieldListFilter),
+        "status", "agent_flow", "strategy", VerdictFilter, "degraded", FeedbackFilter,
+        ("created_at", admin.DateFieldListFilter),
     )
     # Ids match exactly (indexed); the question is searched by substring.
     search_fields = ("=run_id", "=session__session_id", "question")
     search_help_text = "A run id, a session id (exact), or words of the question."
     list_select_related = ("session",)
-    sortable_by = ("created_at", "duration", "tokens", "status_badge")
+    sortable_by = ("created", "duration", "tokens", "status_badge")
     ordering = ("-created_at", "-id")
     # The heavy JSON and text columns stay in the database on list pages.
     HEAVY_FIELDS = (
@@ -154,21 +170,25 @@ class DiagnosisRunAdmin(AuditAdmin):
             *super().get_urls(),
         ]
 
+    def changelist_view(self, request, extra_context=None):
+        return super().changelist_view(request, {"title": "Diagnosis runs", **(extra_context or {})})
+
     def change_view(self, request, object_id, form_url="", extra_context=None):
         return admin_views.run_detail_view(self, request, object_id, extra_context)
 
     def feedback_view(self, request, object_id):
         return admin_views.run_feedback_view(self, request, object_id)
 
-    @admin.display(description="run", ordering="run_id")
+    @admin.display(description="run")
     def run_link(self, run):
-        url = reverse("admin:diagnosis_diagnosisrun_change", args=[run.pk])
-        return format_html('<a class="rc-mono" href="{}">{}</a>', url, run.run_id)
+        return _short_run_link(run.pk, run.run_id)
 
     @admin.display(description="session")
     def session_link(self, run):
         url = reverse("admin:diagnosis_chatsession_change", args=[run.session_id])
-        return format_html('<a class="rc-mono" href="{}">{}</a>', url, run.session.session_id)
+        session_id = run.session.session_id
+        shown = session_id if len(session_id) <= 14 else session_id[:12] + "…"
+        return format_html('<a class="rc-mono" href="{}" title="{}">{}</a>', url, session_id, shown)
 
     @admin.display(description="question")
     def question_preview(self, run):
@@ -183,9 +203,9 @@ class DiagnosisRunAdmin(AuditAdmin):
     def verdict_badge(self, run):
         return _badge(run.effective_verdict)
 
-    @admin.display(description="degraded", boolean=True)
+    @admin.display(description="degraded")
     def degraded_badge(self, run):
-        return run.degraded
+        return _badge("degraded") if run.degraded else mark_safe('<span class="rc-muted">no</span>')
 
     @admin.display(description="feedback")
     def feedback_badge(self, run):
@@ -198,6 +218,13 @@ class DiagnosisRunAdmin(AuditAdmin):
     @admin.display(description="tokens", ordering=F("prompt_tokens") + F("completion_tokens"))
     def tokens(self, run):
         return f"{run.total_tokens:,}"
+
+    @admin.display(description="created", ordering="created_at")
+    def created(self, run):
+        if run.created_at is None:
+            return "—"
+        return format_html('{}<br><span class="rc-muted">{}</span>', run.created_at.strftime("%Y-%m-%d"),
+                           run.created_at.strftime("%H:%M:%S"))
 
 
 # --------------------------------------------------------------------------- sessions
@@ -215,7 +242,7 @@ class ChatSessionAdmin(AuditAdmin):
               "summary", "metadata_pretty")
 
     def get_queryset(self, request):
-        qs = super().get_queryset(request)
+        qs = super().get_queryset(request).select_related("owner")
         if request.resolver_match and request.resolver_match.url_name.endswith("changelist"):
             qs = qs.defer("summary", "metadata")
         return qs
@@ -248,7 +275,7 @@ class ChatSessionAdmin(AuditAdmin):
                 for number, run in enumerate(runs[:SESSION_RUNS_SHOWN], start=1)
             ),
         )
-        all_url = f"{reverse('admin:diagnosis_diagnosisrun_changelist')}?q={session.session_id}"
+        all_url = f"{reverse('admin:diagnosis_diagnosisrun_changelist')}?session__id__exact={session.pk}"
         more = (
             format_html('<p>Only the first {} runs are listed. <a href="{}">All runs of this session</a></p>',
                         SESSION_RUNS_SHOWN, all_url)
@@ -394,10 +421,14 @@ class CaseLibraryEntryAdmin(AuditAdmin):
               "created_at", "updated_at")
 
     def get_queryset(self, request):
-        return super().get_queryset(request).defer(
+        qs = super().get_queryset(request).defer(
             "run__question", "run__answer", "run__self_evaluation", "run__orchestration_trace", "run__error_message",
             "run__feedback_comment",
         )
+        if request.resolver_match and request.resolver_match.url_name.endswith("changelist"):
+            qs = qs.defer("question", "answer", "root_cause_summary").annotate(
+                question_head=Substr("question", 1, PREVIEW_CHARS + 1))
+        return qs
 
     @admin.display(description="run")
     def run_link(self, case):
@@ -406,5 +437,5 @@ class CaseLibraryEntryAdmin(AuditAdmin):
 
     @admin.display(description="question")
     def question_preview(self, case):
-        text = case.question or ""
+        text = getattr(case, "question_head", None) or ""
         return text[:PREVIEW_CHARS] + ("…" if len(text) > PREVIEW_CHARS else "")

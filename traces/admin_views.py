@@ -48,6 +48,8 @@ def _load(model_admin, request, object_id):
 
 def run_detail_view(model_admin, request, object_id, extra_context=None):
     """GET the run-detail page: summary, route, timeline, Gatekeeper audit, self-evaluation, feedback."""
+    if request.method not in ("GET", "HEAD"):
+        return HttpResponseNotAllowed(["GET", "HEAD"])  # the change form is gone: a run is never edited
     if not model_admin.has_view_permission(request):
         raise PermissionDenied
     data = _load(model_admin, request, object_id)

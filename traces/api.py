@@ -6,6 +6,7 @@ may not see answers 404 exactly like a missing one (SPEC §9).
 
 from __future__ import annotations
 
+from django.core.exceptions import ValidationError as DjangoValidationError
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import exceptions
 from rest_framework.pagination import CursorPagination
@@ -55,6 +56,13 @@ class RunListPagination(CursorPagination):
         try:
             return super().decode_cursor(request)
         except exceptions.NotFound:
+            raise ApiError(code="invalid_input", message="cursor: not a valid cursor.", field="cursor") from None
+
+    def paginate_queryset(self, queryset, request, view=None):
+        # A well-encoded cursor can still carry a position that is no timestamp ("p=zzz").
+        try:
+            return super().paginate_queryset(queryset, request, view)
+        except (DjangoValidationError, ValueError, OverflowError):
             raise ApiError(code="invalid_input", message="cursor: not a valid cursor.", field="cursor") from None
 
 

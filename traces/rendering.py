@@ -77,7 +77,9 @@ def _json_string(text: str) -> str:
     return json.dumps(text, ensure_ascii=False)[1:-1]
 
 
-def marked_text(text: str, patterns: Sequence[re.Pattern[str]], *, quoted: bool = True, titles: Sequence[str] = ()) -> str:
+def marked_text(
+    text: str, patterns: Sequence[re.Pattern[str]], *, quoted: bool = True, titles: Sequence[str] = (),
+) -> str:
     """`text` HTML-escaped (as a JSON string when `quoted`) with every match of `patterns` in <mark>."""
     spans: list[tuple[int, int, str]] = []
     for index, pattern in enumerate(patterns):
@@ -139,6 +141,14 @@ class _JsonWriter:
             if not value:
                 self.emit("[]", 2)
                 return
+            if self._inline(value):  # [1764410400, "7"] on one line, as a reader writes a sample
+                self.emit("[", 1)
+                for i, item in enumerate(value):
+                    self.write(item, self._index_path(path, i, len(value)), indent + 1)
+                    if i < len(value) - 1:
+                        self.emit(", ", 2)
+                self.emit("]", 1)
+                return
             self.emit("[\n", 2)
             for i, item in enumerate(value):
                 self.emit(f"{pad}  ", len(pad) + 2)
@@ -156,6 +166,14 @@ class _JsonWriter:
             if any(h.pattern.search(text) for h in self.active(path)):
                 html = f'<mark class="evidence">{html}</mark>'
             self.emit(html, len(text))
+
+    @staticmethod
+    def _inline(items) -> bool:
+        scalars = all(
+            item is None or isinstance(item, (bool, int, float)) or (isinstance(item, str) and len(item) <= 24)
+            for item in items
+        )
+        return scalars and len(items) <= 6 and sum(len(str(item)) + 4 for item in items) <= 64
 
     def _index_path(self, path: tuple, index: int, length: int) -> tuple:
         for highlight in self.highlights:

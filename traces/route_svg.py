@@ -225,7 +225,7 @@ def _self_loop(box: Box) -> tuple[str, tuple[float, float]]:
     x1, y1 = box.right - 34, box.top
     x2, y2 = box.right, box.top + 9
     path = f"M{x1:.1f},{y1:.1f} C{x1 + 2:.1f},{y1 - 34:.1f} {x2 + 40:.1f},{y2 - 4:.1f} {x2:.1f},{y2:.1f}"
-    return path, (box.right + 20, box.top - 16)
+    return path, (box.right - 20, box.top - 30)
 
 
 # --------------------------------------------------------------------------- drawing
@@ -346,8 +346,8 @@ def render_route_svg(trace: dict[str, Any] | None, topology: dict[str, Any] | No
         if numbered:
             text = _traversal_text(numbered)
             width = 7 + 6.2 * len(text)
-            if source == target:  # beside the loop's label, clear of the loop itself
-                px, py = lx + 18 + width / 2, ly
+            if source == target:  # beside the loop's label, above the loop
+                px, py = lx + 20 + width / 2, ly
             elif on_main_line:
                 px, py = lx - 8 - width / 2, ly
             else:
@@ -358,7 +358,7 @@ def render_route_svg(trace: dict[str, Any] | None, topology: dict[str, Any] | No
     for node in node_ids:
         box = boxes[node]
         state = _node_state(node, route)
-        classes = ["node", box.kind, state]
+        classes = ["node", *([box.kind] if box.kind != "node" else []), state]
         if route is not None and node == route.final_node:
             classes.append("final")
         visits = route.visits.get(node, 0) if route else 0
@@ -375,7 +375,8 @@ def render_route_svg(trace: dict[str, Any] | None, topology: dict[str, Any] | No
             node_svg.append(
                 f"<g {attrs}><title>{escape(tooltip)}</title>"
                 f'<rect x="{box.left:.1f}" y="{box.top:.1f}" width="{box.w}" height="{box.h}" rx="{box.h / 2}"/>'
-                f'<text class="name" x="{box.cx:.1f}" y="{box.cy + 4:.1f}" text-anchor="middle">{escape(title)}</text></g>'
+                f'<text class="name" x="{box.cx:.1f}" y="{box.cy + 4:.1f}" text-anchor="middle">'
+                f"{escape(title)}</text></g>"
             )
             continue
         if state == "idle":
@@ -393,13 +394,15 @@ def render_route_svg(trace: dict[str, Any] | None, topology: dict[str, Any] | No
             f'<text class="name" x="{box.cx:.1f}" y="{name_y:.1f}" text-anchor="middle">{escape(title)}</text>',
         ]
         if sub:
-            parts.append(f'<text class="sub" x="{box.cx:.1f}" y="{box.cy + 13:.1f}" text-anchor="middle">{escape(sub)}</text>')
+            parts.append(f'<text class="sub" x="{box.cx:.1f}" y="{box.cy + 13:.1f}" text-anchor="middle">'
+                         f"{escape(sub)}</text>")
         parts.append("</g>")
         node_svg.append("".join(parts))
 
     caption = "Diagnosis topology"
     if route is not None:
-        caption += f", route ending at {route.final_node or '?'} ({route.termination_reason or 'no termination reason'})"
+        ending = route.termination_reason or "no termination reason"
+        caption += f", route ending at {route.final_node or '?'} ({ending})"
     svg = (
         f'<svg class="route-svg" xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {WIDTH} {height:.0f}" '
         f'role="img" aria-label="{escape(caption)}" data-has-trace="{"true" if route else "false"}">'
@@ -407,7 +410,8 @@ def render_route_svg(trace: dict[str, Any] | None, topology: dict[str, Any] | No
         "<defs>"
         + "".join(
             f'<marker id="arrow-{name}" viewBox="0 0 10 10" refX="9" refY="5" markerWidth="9" markerHeight="9" '
-            f'markerUnits="userSpaceOnUse" orient="auto-start-reverse"><path d="M0,0 L10,5 L0,10 z" class="arrowhead {name}"/></marker>'
+            f'markerUnits="userSpaceOnUse" orient="auto-start-reverse">'
+            f'<path d="M0,0 L10,5 L0,10 z" class="arrowhead {name}"/></marker>'
             for name in ("idle", "visited", "fallback")
         )
         + "</defs>"

@@ -16,12 +16,13 @@ from django.urls import reverse
 from django.utils.html import escape
 from django.utils.safestring import SafeString
 
-from diagnosis.jsonpath import JsonPathError, resolve
+from diagnosis.jsonpath import NOT_FOUND, JsonPathError, resolve
 from diagnosis.models import AgentStep, DiagnosisRun, ToolInvocation
 from traces.rendering import Highlight, excerpt_in_context, highlight_for, json_html, markdown_html
 from traces.route_svg import RouteSummary, render_route_svg, summarise_route
 from traces.selectors import orchestration_trace_parse
 
+FOUND_CHARS = 400  # characters of the value at a failed citation's raw_path shown next to it
 # Pipeline order of the model-calling nodes: a step going back in it starts a new phase.
 PIPELINE = {"planner": 0, "executor": 1, "verifier": 2, "composer": 3}
 REASON_HELP = {
@@ -260,6 +261,7 @@ class BindingView:
     reason_help: str
     in_run: bool
     context: SafeString | None
+    found: str | None = None  # for a failed check: what raw_path names in the cited result
 
 
 @dataclass
@@ -285,7 +287,9 @@ class GatekeeperView:
     total_bindings: Any = None
 
 
-def build_gatekeeper(self_evaluation: Any, invocations: dict[str, ToolInvocation]) -> tuple[GatekeeperView, dict[str, list[Highlight]]]:
+def build_gatekeeper(
+    self_evaluation: Any, invocations: dict[str, ToolInvocation],
+) -> tuple[GatekeeperView, dict[str, list[Highlight]]]:
     """The audit claim by claim, and per invocation the verified excerpts to mark in its result."""
     verifier = _dict(_dict(self_evaluation).get("verifier_evaluation"))
     audit = _dict(verifier.get("gatekeeper_audit"))
@@ -304,12 +308,17 @@ def build_gatekeeper(self_evaluation: Any, invocations: dict[str, ToolInvocation
             source = binding.get("source_invocation_id")
             invocation = invocations.get(source) if isinstance(source, str) else None
             verified = binding.get("verified") is True
-            context = None
-            if verified and invocation is not None:
+            context = found = None
+            value = NOT_FOUND
+            if invocation is not None and isinstance(binding.get("raw_path"), str):
                 try:
-                    value = resolve(invocation.result, binding.get("raw_path"))
-                except (JsonPathError, TypeError):
-                    value = None
+                    value = resolve(invocation.result, binding["raw_path"])
+                except JsonPathError:
+                    value = NOT_FOUND
+            if not verified and value is not NOT_FOUND:
+                text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
+                found = text if len(text) <= FOUND_CHARS else text[:FOUND_CHARS] + "…"
+            if verified and invocation is not None:
                 context = excerpt_in_context(value, binding.get("evidence_excerpt"))
                 highlight = highlight_for(binding.get("raw_path"), binding.get("evidence_excerpt"),
                                           label=f"claim {claim.get('claim_id')}: verified excerpt")
@@ -319,7 +328,7 @@ def build_gatekeeper(self_evaluation: Any, invocations: dict[str, ToolInvocation
             bindings.append(BindingView(
                 source_invocation_id=source, tool_name=binding.get("tool_name"), raw_path=binding.get("raw_path"),
                 evidence_excerpt=binding.get("evidence_excerpt"), verified=verified, reason_code=reason,
-                reason_help=REASON_HELP.get(reason, ""), in_run=invocation is not None, context=context,
+                reason_help=REASON_HELP.get(reason, ""), in_run=invocation is not None, context=context, found=found,
             ))
         claims.append(ClaimView(
             claim_id=claim.get("claim_id"), statement=claim.get("statement"), verified=claim.get("verified") is True,
@@ -369,7 +378,8 @@ def build_figures(self_evaluation: Any) -> tuple[list[Figure], list[BudgetLine]]
     success = _number(rules.get("tool_success_rate"))
     by_status = _dict(rules.get("tool_calls_by_status"))
     figures = [
-        Figure("Citation validity", _percent(validity), _ratio(rules.get("bindings_verified"), rules.get("bindings_total")) + " bindings",
+        Figure("Citation validity", _percent(validity),
+               _ratio(rules.get("bindings_verified"), rules.get("bindings_total")) + " bindings",
                "" if validity is None else "good" if validity >= 0.999 else "warn" if validity > 0 else "bad"),
         Figure("Claims verified", _ratio(rules.get("claims_verified"), rules.get("claims_total")), "by the Gatekeeper"),
         Figure("Tool success", _percent(success),
@@ -424,6 +434,8 @@ class RunDetail:
     invocations_url: str
     session_url: str
     queue_ms: float | None
+    has_case: bool
+    tool_total: int
 
 
 def run_detail_build(data: RunDetailData) -> RunDetail:
@@ -455,4 +467,6 @@ def run_detail_build(data: RunDetailData) -> RunDetail:
         invocations_url=f"{reverse('admin:diagnosis_toolinvocation_changelist')}?run__id__exact={run.pk}",
         session_url=reverse("admin:diagnosis_chatsession_change", args=[run.session_id]),
         queue_ms=_ms_between(run.created_at, run.started_at),
+        has_case=getattr(run, "case", None) is not None,  # loaded by select_related: no query
+        tool_total=len(data.invocations),
     )

@@ -1,0 +1,66 @@
+"""The console reads a constant number of queries whatever the size of a run (STYLE: pin every read).
+
+Each test warms the process-wide caches (content types) with one request first, then pins the count.
+"""
+
+from __future__ import annotations
+
+import pytest
+from django.urls import reverse
+
+from tests.console.scenarios import run_with_steps
+
+pytestmark = pytest.mark.django_db
+
+# session, user, user permissions, group permissions, capped COUNT, one page of runs with their sessions
+RUN_LIST_QUERIES = 6
+# session, user, run (+ session, owner, feedback author, case), steps, invocations, two permission
+# loads, the support-staff check of the feedback rule
+RUN_DETAIL_QUERIES = 8
+# session, user, two permission loads, the chat session with its owner, its runs in order
+SESSION_PAGE_QUERIES = 6
+
+
+def _warm(client, url):
+    assert client.get(url).status_code == 200
+
+
+@pytest.mark.parametrize("steps", [1, 200])
+def test_the_run_list_costs_the_same_queries_with_runs_of_1_and_200_steps(staff_client, django_assert_num_queries, steps):
+    run_with_steps(steps)
+    run_with_steps(steps)
+    url = reverse("admin:diagnosis_diagnosisrun_changelist")
+    _warm(staff_client, url)
+    with django_assert_num_queries(RUN_LIST_QUERIES):
+        response = staff_client.get(url)
+    assert response.status_code == 200 and response.context["cl"].result_count == 2
+
+
+@pytest.mark.parametrize("steps", [1, 200])
+def test_a_filtered_searched_list_costs_the_same_queries(staff_client, django_assert_num_queries, steps):
+    run = run_with_steps(steps)
+    url = reverse("admin:diagnosis_diagnosisrun_changelist") + f"?degraded__exact=0&verdict=none&q={run.run_id}"
+    _warm(staff_client, url)
+    with django_assert_num_queries(RUN_LIST_QUERIES):
+        response = staff_client.get(url)
+    assert [r.pk for r in response.context["cl"].result_list] == [run.pk]
+
+
+@pytest.mark.parametrize("steps", [1, 200])
+def test_the_run_detail_page_costs_the_same_queries_with_1_and_200_steps(staff_client, django_assert_num_queries, steps):
+    run = run_with_steps(steps)
+    _warm(staff_client, reverse("admin:diagnosis_diagnosisrun_change", args=[run_with_steps(1).pk]))
+    with django_assert_num_queries(RUN_DETAIL_QUERIES):
+        response = staff_client.get(reverse("admin:diagnosis_diagnosisrun_change", args=[run.pk]))
+    assert response.status_code == 200
+    assert len(response.context["detail"].timeline.steps) == steps
+    assert sum(len(s.invocations) for s in response.context["detail"].timeline.steps) == steps
+
+
+@pytest.mark.parametrize("steps", [1, 200])
+def test_the_session_page_lists_its_runs_in_constant_queries(staff_client, django_assert_num_queries, steps):
+    run = run_with_steps(steps)
+    url = reverse("admin:diagnosis_chatsession_change", args=[run.session_id])
+    _warm(staff_client, url)
+    with django_assert_num_queries(SESSION_PAGE_QUERIES):
+        assert staff_client.get(url).status_code == 200

@@ -1,0 +1,121 @@
+"""The route drawn over the diagnosis topology: every node and edge, the visited ones marked in order
+with their retry attempts, for a happy path, an evidence-retry path and a fallback path."""
+
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+
+from diagnosis.graph.engine import END, START
+from traces.route_svg import diagnosis_topology, render_route_svg
+from tests.console.scenarios import EVIDENCE_RETRY_ROUTE, FALLBACK_ROUTE, HAPPY_ROUTE, orchestration_trace
+
+SVG = "{http://www.w3.org/2000/svg}"
+
+
+class Drawing:
+    """The rendered SVG parsed, with lookups by node and by edge."""
+
+    def __init__(self, trace):
+        self.markup = str(render_route_svg(trace))
+        self.root = ET.fromstring(self.markup)
+        groups = list(self.root.iter(f"{SVG}g"))
+        self.nodes = {g.get("data-node"): g for g in groups if "node" in (g.get("class") or "").split()}
+        self.edges = {(g.get("data-source"), g.get("data-target")): g
+                      for g in groups if "edge" in (g.get("class") or "").split()}
+
+    def node_classes(self, name):
+        return set(self.nodes[name].get("class").split())
+
+    def edge_classes(self, source, target):
+        return set(self.edges[(source, target)].get("class").split())
+
+    def visited_nodes(self):
+        return {name for name, g in self.nodes.items() if {"visited", "fallback", "interrupted"} & set(g.get("class").split())}
+
+    def visited_edges(self):
+        return {key for key, g in self.edges.items() if {"visited", "fallback"} & set(g.get("class").split())}
+
+    def texts(self, name):
+        return [t.text for t in self.nodes[name].iter(f"{SVG}text")]
+
+    def pills(self):
+        return [t.text for g in self.root.iter(f"{SVG}g") if "seq" in (g.get("class") or "").split()
+                for t in g.iter(f"{SVG}text")]
+
+
+def test_every_node_and_edge_of_the_topology_is_drawn_even_without_a_trace():
+    topology = diagnosis_topology()
+    drawing = Drawing(None)
+    assert set(drawing.nodes) == {n["id"] for n in topology["nodes"]}
+    assert set(drawing.edges) == {(e["source"], e["target"]) for e in topology["edges"]}
+    assert drawing.visited_nodes() == set() and drawing.visited_edges() == set()
+    assert drawing.root.get("data-has-trace") == "false"
+
+
+def test_a_happy_path_marks_the_straight_route_and_nothing_else():
+    drawing = Drawing(orchestration_trace(HAPPY_ROUTE))
+    assert drawing.visited_nodes() == {START, "planner", "executor", "gatekeeper", "verified_input", "verifier",
+                                       "composer", END}
+    assert drawing.visited_edges() == {(START, "planner")} | {(a, END if b == "END" else b) for a, b, _, _ in HAPPY_ROUTE}
+    for idle in ("evidence_retry", "fallback"):
+        assert "idle" in drawing.node_classes(idle) and "not reached" in drawing.texts(idle)
+    assert "final" in drawing.node_classes("composer")
+    assert drawing.edges[("composer", END)].get("data-seq") == "6"
+    assert drawing.pills() == ["#1", "#2", "#3", "#4", "#5", "#6"]
+    assert "1 run" in drawing.texts("planner")
+
+
+def test_an_evidence_retry_path_marks_the_loop_and_numbers_each_pass():
+    drawing = Drawing(orchestration_trace(EVIDENCE_RETRY_ROUTE, evidence_retry_count=1))
+    assert {("verifier", "evidence_retry"), ("evidence_retry", "planner")} <= drawing.visited_edges()
+    assert "visited" in drawing.node_classes("evidence_retry")
+    assert drawing.nodes["planner"].get("data-visits") == "2"
+    assert "2 runs" in drawing.texts("planner")
+    # the second pass goes down the same edges: each carries both transition numbers
+    assert drawing.edges[("planner", "executor")].get("data-traversals") == "2"
+    assert drawing.edges[("planner", "executor")].get("data-seq") == "1,7"
+    assert "#1 #7" in drawing.pills()
+    # the verifier's technical retry, then its exhausted second attempt into the fallback
+    assert drawing.edges[("verifier", "verifier")].get("data-seq") == "11"
+    assert drawing.nodes["verifier"].get("data-max-attempt") == "2"
+    assert "3 runs · attempt 2" in drawing.texts("verifier")
+    assert "#12 try 2" in drawing.pills()
+    assert "fallback" in drawing.edge_classes("verifier", "fallback")
+    assert "final" in drawing.node_classes("fallback")
+    assert "idle" in drawing.node_classes("composer")
+
+
+def test_a_fallback_path_marks_the_planner_retry_and_the_fallback_in_amber():
+    drawing = Drawing(orchestration_trace(FALLBACK_ROUTE))
+    assert drawing.visited_edges() == {(START, "planner"), ("planner", "planner"), ("planner", "executor"),
+                                       ("executor", "gatekeeper"), ("gatekeeper", "fallback"), ("fallback", END)}
+    assert "visited" in drawing.edge_classes("planner", "planner")
+    assert drawing.nodes["planner"].get("data-max-attempt") == "2"
+    assert "2 runs · attempt 2" in drawing.texts("planner")
+    assert "#2 try 2" in drawing.pills()  # planner → executor on its second attempt
+    assert {"fallback", "final"} <= drawing.node_classes("fallback")
+    assert "fallback" in drawing.edge_classes("gatekeeper", "fallback")
+    assert {"verified_input", "verifier", "composer", "evidence_retry"}.isdisjoint(drawing.visited_nodes())
+    titles = [t.text for t in drawing.edges[("gatekeeper", "fallback")].iter(f"{SVG}title")]
+    assert "#4: gatekeeper_reject (attempt 1)" in titles[0]
+
+
+def test_an_interrupted_run_marks_the_node_it_stopped_at():
+    trace = orchestration_trace(HAPPY_ROUTE[:3])
+    trace.update(final_node="verified_input", termination_reason="verified_input_interrupted")
+    drawing = Drawing(trace)
+    assert "interrupted" in drawing.node_classes("verified_input")
+    assert "interrupted" in drawing.texts("verified_input")
+
+
+def test_a_node_the_topology_does_not_know_is_still_drawn_and_names_are_escaped():
+    trace = orchestration_trace([("planner", "<script>x</script>", "completed", 1)])
+    drawing = Drawing(trace)  # parsing would fail on an unescaped tag
+    assert "<script>x</script>" in drawing.nodes
+    assert "unknown" in drawing.edge_classes("planner", "<script>x</script>")
+    assert "<script>" not in drawing.markup
+
+
+def test_the_drawing_is_self_contained():
+    markup = str(render_route_svg(orchestration_trace(EVIDENCE_RETRY_ROUTE)))
+    assert "href=" not in markup and "@import" not in markup and "url(http" not in markup
