@@ -53,5 +53,20 @@ def catalog_version() -> str:
     return f"catalog-{digest.hexdigest()[:10]}"
 
 
+PROMPT_ECHO_MIN_CHARS = 40  # shorter prompt lines ("Rules:") are too generic to prove a leak
+
+
+@lru_cache(maxsize=1)
+def _prompt_lines() -> tuple[str, ...]:
+    lines = {" ".join(line.split()) for p in load_catalog().values() for line in p.text.splitlines()}
+    return tuple(sorted(line for line in lines if len(line) >= PROMPT_ECHO_MIN_CHARS))
+
+
+def prompt_echoed(text: str) -> bool:
+    """True when `text` repeats a prompt header or a line of any system prompt (whitespace-normalised)."""
+    flat = " ".join((text or "").split())
+    return "<!-- prompt:" in flat or any(line in flat for line in _prompt_lines())
+
+
 def prompt_audit() -> dict:
     return {"catalog_version": catalog_version(), "prompts": {r: p.version for r, p in sorted(load_catalog().items())}}

@@ -11,7 +11,7 @@ import json
 import re
 from typing import Any, Mapping
 
-from diagnosis.agents.catalog import prompt
+from diagnosis.agents.catalog import prompt, prompt_echoed
 from diagnosis.agents.runtime import AgentContext, fence_tool_output, question_language
 from diagnosis.gatekeeper import project_verified_input, verify_bindings
 from diagnosis.graph.state import NodeName as N
@@ -20,6 +20,7 @@ from diagnosis.graph.state import PlannerMode
 from diagnosis.graph.state import StateKey as K
 from diagnosis.graph.topology import DiagnosisNodes
 from diagnosis.llm.base import ModelError, ModelInvalidOutputError
+from diagnosis.redaction import redact_text
 from diagnosis.tools.registry import ALLOWED_TOOLS, BLOCKED, openai_tool_specs
 
 INVOCATION_REF_RE = re.compile(r"\binv-[0-9a-f]{8}\b")
@@ -105,6 +106,10 @@ def validate_composition(output: Any, verified_ids: set[str]) -> dict:
     if not isinstance(output, dict) or not isinstance(output.get("answer_markdown"), str) or not output["answer_markdown"].strip():
         raise _invalid("composer output needs a non-empty 'answer_markdown'", "answer_markdown")
     answer = output["answer_markdown"]
+    if prompt_echoed(answer):
+        raise _invalid("the answer repeats the system prompt", "answer_markdown")
+    # A secret the model saw nowhere (inputs are redacted) can still be written: never store or show it.
+    answer = redact_text(answer)
     cited = set(INVOCATION_REF_RE.findall(answer))
     unverified = sorted(cited - verified_ids)
     if unverified:

@@ -7,6 +7,7 @@ from typing import Any, Mapping
 from diagnosis.graph.state import NodeName as N
 from diagnosis.graph.state import StateKey as K
 from diagnosis.graph.trace import build_orchestration_trace
+from diagnosis.redaction import redact_value
 from diagnosis.tools.registry import SUCCESS
 
 
@@ -69,9 +70,10 @@ def map_run_result(*, state: Mapping[str, Any], outcomes: list, budget: dict, pr
         "answer": state.get(K.FINAL_ANSWER) or "",
         "degraded": bool(state.get(K.DEGRADED)),
         "effective_verdict": verdict or "",
-        "self_evaluation": {
+        # Model-written text (claim statements, rationales) is stored here: mask any secret in it (F-37).
+        "self_evaluation": redact_value({
             "rule_evaluation": rule_evaluation(state, outcomes, budget),
             "verifier_evaluation": verifier_evaluation(state, prompt_audit),
-        },
-        "orchestration_trace": build_orchestration_trace(events, state) if events else None,
+        }),
+        "orchestration_trace": redact_value(build_orchestration_trace(events, state)) if events else None,
     }

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import time
 
 from django.conf import settings
@@ -22,6 +23,8 @@ from diagnosis.models import DiagnosisRun
 from diagnosis.selectors import run_events_after, run_get_for_user, run_status
 from diagnosis.services.chat import BrokerUnavailable, ChatInputError, SessionNotFound, chat_submit
 from diagnosis.services.strategy import MODES
+
+logger = logging.getLogger(__name__)
 
 SSE_MAX_SECONDS = 600
 SSE_POLL_SECONDS = 0.2
@@ -75,6 +78,17 @@ def wait_for_terminal(run: DiagnosisRun, seconds: float) -> DiagnosisRun:
 
 class ChatThrottle(UserRateThrottle):
     scope = "chat"
+
+    def allow_request(self, request, view):
+        # The counters live in the Redis cache; when Redis is down the request is refused before anything
+        # is created, with a 503 naming it, instead of escaping as a 500.
+        try:
+            return super().allow_request(request, view)
+        except Exception as exc:
+            logger.error("chat throttle: the cache is unavailable: %s", exc)
+            raise ApiError(code="cache_unavailable", status_code=503,
+                           message="The cache (Redis) is unavailable, so the request was not accepted and no run was "
+                                   "created. Retry shortly.") from None
 
 
 class ChatView(APIView):
@@ -182,7 +196,7 @@ class RunEventsView(APIView):
     def get(self, request, run_id: str):
         run = _run_or_404(request, run_id)
         last = request.headers.get("Last-Event-ID") or request.query_params.get("lastEventId") or "0"
-        if not last.isdigit():
+        if not (last.isascii() and last.isdigit()):  # str.isdigit() also accepts "²", which int() refuses
             raise ApiError(code="invalid_input", message="Last-Event-ID must be a non-negative integer", field="Last-Event-ID")
         response = StreamingHttpResponse(event_stream(run, int(last)), content_type="text/event-stream")
         response["Cache-Control"] = "no-cache"

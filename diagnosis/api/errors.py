@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from django.conf import settings
+from django.core.exceptions import RequestDataTooBig
 from rest_framework import exceptions, status
 from rest_framework.response import Response
 from rest_framework.views import exception_handler
@@ -17,6 +19,8 @@ class ApiError(exceptions.APIException):
 
 
 def error_response(*, code: str, message: str, status_code: int, field: str | None = None, headers=None) -> Response:
+    # A message may echo the caller's input: a lone surrogate in it must not make the error itself a 500.
+    message = message.encode("utf-8", "backslashreplace").decode("utf-8")
     body = {"code": code, "message": message}
     if field:
         body["field"] = field
@@ -34,9 +38,24 @@ def _first_validation_error(detail, prefix: str = "") -> tuple[str | None, str]:
     return (prefix or None), str(detail)
 
 
+def _raised_while_parsing_the_body(exc: BaseException) -> bool:
+    tb = exc.__traceback__
+    while tb is not None:
+        if tb.tb_frame.f_globals.get("__name__") == "rest_framework.parsers":
+            return True
+        tb = tb.tb_next
+    return False
+
+
 def api_exception_handler(exc, context):
     if isinstance(exc, ApiError):
         return error_response(code=exc.code, message=exc.message, status_code=exc.status_code, field=exc.field)
+    # Hostile bodies: both would otherwise escape DRF as a bare HTML 400 and a 500.
+    if isinstance(exc, RequestDataTooBig):
+        return error_response(code="payload_too_large", status_code=413,
+                              message=f"The request body is larger than {settings.DATA_UPLOAD_MAX_MEMORY_SIZE} bytes.")
+    if isinstance(exc, RecursionError) and _raised_while_parsing_the_body(exc):
+        return error_response(code="invalid_input", status_code=400, message="JSON parse error - nested too deeply.")
     response = exception_handler(exc, context)
     if response is None:
         return None

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from functools import partial
 
 from django.conf import settings
+from django.contrib.auth import get_user_model
 from django.db import IntegrityError, transaction
 
 from diagnosis.ids import is_valid_session_id, new_session_id
@@ -77,9 +78,9 @@ def chat_submit(*, user, question, session_id: str | None = None, mode: str = "a
     question = _clean_question(question)
     if request_id is not None and (not isinstance(request_id, str) or not is_valid_session_id(request_id)):
         raise ChatInputError("requestId", "requestId must match ^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$")
-    _active_run_limit(user)
     strategy = DiagnosisRun.Strategy.DIAGNOSIS if flow == DiagnosisRun.Flow.AI_OPS else strategy_choose(question=question, mode=mode)
     with transaction.atomic():
+        _active_run_limit(user)
         session = session_resolve(user=user, session_id=session_id)
         if request_id:
             existing = DiagnosisRun.objects.filter(session=session, request_id=request_id).first()
@@ -101,7 +102,10 @@ def chat_submit(*, user, question, session_id: str | None = None, mode: str = "a
 
 
 def _active_run_limit(user) -> None:
+    """Refuse a new run when the caller already has the maximum in progress. Runs inside the
+    submitting transaction, holding the caller's user row, so parallel requests cannot all pass."""
     limit = settings.CHAT_MAX_ACTIVE_RUNS
+    list(get_user_model().objects.select_for_update().filter(pk=user.pk).values_list("pk", flat=True))
     active = DiagnosisRun.objects.filter(
         session__owner=user, status__in=(DiagnosisRun.Status.PENDING, DiagnosisRun.Status.RUNNING)
     ).count()

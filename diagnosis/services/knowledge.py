@@ -8,6 +8,7 @@ from pathlib import Path
 from django.db import transaction
 
 from diagnosis.models import KnowledgeChunk, KnowledgeDocument
+from diagnosis.redaction import redact_text
 from diagnosis.tools.knowledge_index import chunk_markdown
 
 
@@ -16,9 +17,10 @@ def knowledge_load_folder(*, folder: Path, prefix: str = "") -> dict:
     """Upsert every *.md under `folder`; unchanged files are skipped. Returns counts."""
     counts = {"documents": 0, "chunks": 0, "unchanged": 0}
     for path in sorted(Path(folder).rglob("*.md")):
-        text = path.read_text(encoding="utf-8")
+        raw = path.read_text(encoding="utf-8")
         rel = f"{prefix}{path.relative_to(folder).as_posix()}"
-        digest = hashlib.sha256(text.encode()).hexdigest()
+        digest = hashlib.sha256(raw.encode()).hexdigest()
+        text = redact_text(raw)  # a credential pasted into a runbook is never stored (F-37)
         doc = KnowledgeDocument.objects.filter(path=rel).first()
         if doc and doc.sha256 == digest:
             counts["unchanged"] += 1
