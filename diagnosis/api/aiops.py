@@ -17,11 +17,13 @@ from rest_framework.renderers import JSONRenderer
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from diagnosis.api.chat import ChatThrottle, EventStreamRenderer, RunOutput, _sse, event_stream, run_links, run_summary
-from diagnosis.api.errors import ApiError, error_response
+from diagnosis.api.chat import (
+    SUBMISSION_ERRORS, ChatThrottle, EventStreamRenderer, RunOutput, _sse, event_stream, run_links, run_summary,
+    submission_error_response,
+)
+from diagnosis.api.errors import ApiError
 from diagnosis.models import DiagnosisRun
 from diagnosis.services.aiops import AlertInputError, aiops_input, aiops_submit
-from diagnosis.services.chat import BrokerUnavailable, ChatInputError, SessionNotFound
 
 FALSE_WORDS = ("false", "0", "no")
 
@@ -126,16 +128,8 @@ class AiOpsView(APIView):
             submission = aiops_submit(user=request.user, payload=request.data, session_id=session_id, request_id=request_id)
         except AlertInputError as exc:
             raise ApiError(code="invalid_input", message=exc.message, field=exc.field) from None
-        except ChatInputError as exc:
-            if exc.status == 429:
-                return error_response(code=exc.code, message=exc.message, status_code=429, field=exc.field,
-                                      headers={"Retry-After": "5"})
-            raise ApiError(code=exc.code, message=exc.message, field=exc.field, status_code=exc.status) from None
-        except BrokerUnavailable:
-            return error_response(code="broker_unavailable", status_code=503, headers={"Retry-After": "10"},
-                                  message="The task queue (Redis) is unavailable; the run was recorded FAILED. Retry shortly.")
-        except SessionNotFound:
-            raise ApiError(code="not_found", message="session not found", status_code=404, field="sessionId") from None
+        except SUBMISSION_ERRORS as exc:
+            return submission_error_response(exc)
         run = DiagnosisRun.objects.select_related("session").get(pk=submission.run.pk)
         if not stream:
             # JSON whatever the Accept header asked for: the event-stream renderer is for the stream only.

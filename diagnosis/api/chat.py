@@ -68,6 +68,20 @@ class RunOutput(serializers.Serializer):
     links = serializers.DictField(child=serializers.URLField())
 
 
+SUBMISSION_ERRORS = (ChatInputError, BrokerUnavailable, SessionNotFound)
+
+
+def submission_error_response(exc: Exception) -> Response:
+    """The answer to a refused submission (chat and alert analysis alike)."""
+    if isinstance(exc, BrokerUnavailable):
+        return error_response(code="broker_unavailable", status_code=503, headers={"Retry-After": "10"},
+                              message="The task queue (Redis) is unavailable; the run was recorded FAILED. Retry shortly.")
+    if isinstance(exc, SessionNotFound):
+        return error_response(code="not_found", message="session not found", status_code=404, field="sessionId")
+    headers = {"Retry-After": "5"} if exc.status == 429 else None
+    return error_response(code=exc.code, message=exc.message, status_code=exc.status, field=exc.field, headers=headers)
+
+
 def wait_for_terminal(run: DiagnosisRun, seconds: float) -> DiagnosisRun:
     deadline = time.monotonic() + seconds
     while not run.is_terminal and time.monotonic() < deadline:
@@ -116,16 +130,8 @@ class ChatView(APIView):
                 user=request.user, question=question, session_id=values.get("sessionId") or values.get("Id"),
                 mode=values["mode"], request_id=values.get("requestId"),
             )
-        except ChatInputError as exc:
-            if exc.status == 429:
-                return error_response(code=exc.code, message=exc.message, status_code=429, field=exc.field,
-                                      headers={"Retry-After": "5"})
-            raise ApiError(code=exc.code, message=exc.message, field=exc.field, status_code=exc.status) from None
-        except BrokerUnavailable:
-            return error_response(code="broker_unavailable", status_code=503, headers={"Retry-After": "10"},
-                                  message="The task queue (Redis) is unavailable; the run was recorded FAILED. Retry shortly.")
-        except SessionNotFound:
-            raise ApiError(code="not_found", message="session not found", status_code=404, field="sessionId") from None
+        except SUBMISSION_ERRORS as exc:
+            return submission_error_response(exc)
         run = DiagnosisRun.objects.select_related("session").get(pk=submission.run.pk)
         if values["wait"]:
             run = wait_for_terminal(run, settings.CHAT_WAIT_SECONDS)
