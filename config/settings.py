@@ -198,6 +198,8 @@ REST_FRAMEWORK = {
     "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
     "DEFAULT_THROTTLE_RATES": {"chat": CHAT_THROTTLE_RATE},
+    # Content type is chosen by the Accept header only: no `?format=` override to validate or document.
+    "URL_FORMAT_OVERRIDE": None,
 }
 DATA_UPLOAD_MAX_MEMORY_SIZE = 256 * 1024  # request bodies; a question is capped far below this
 SPECTACULAR_SETTINGS = {
