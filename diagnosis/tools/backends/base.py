@@ -24,6 +24,7 @@ __all__ = [
     "parse_step",
     "format_number",
     "format_selector",
+    "go_string_literal",
     "series_stats",
     "describe_series",
 ]
@@ -202,6 +203,27 @@ def format_number(value: Any) -> str:
 
 def _quote(value: str) -> str:
     return '"' + str(value).replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
+
+
+def go_string_literal(value: str) -> str:
+    """``value`` as a Go double-quoted string literal, the quoting PromQL and LogQL share."""
+    out = []
+    for ch in str(value):
+        if ch == "\\":
+            out.append("\\\\")
+        elif ch == '"':
+            out.append('\\"')
+        elif ch == "\n":
+            out.append("\\n")
+        elif ch == "\r":
+            out.append("\\r")
+        elif ch == "\t":
+            out.append("\\t")
+        elif ord(ch) < 0x20 or ord(ch) == 0x7F:
+            out.append(f"\\x{ord(ch):02x}")
+        else:
+            out.append(ch)
+    return '"' + "".join(out) + '"'
 
 
 def format_selector(labels: Mapping[str, str]) -> str:

@@ -17,7 +17,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 
-from diagnosis.tools.backends.base import BackendError, resolve_window
+from diagnosis.tools.backends.base import BackendError, go_string_literal, resolve_window
 
 __all__ = ["LokiBackend", "build_logql", "logql_string", "to_unix_ns", "ns_to_iso"]
 
@@ -54,24 +54,8 @@ def _error(message: str, *, argument: str | None = None) -> BackendError:
 
 
 def logql_string(value: str) -> str:
-    """Quote ``value`` as a LogQL double-quoted string literal (Go escaping)."""
-    out = []
-    for ch in str(value):
-        if ch == "\\":
-            out.append("\\\\")
-        elif ch == '"':
-            out.append('\\"')
-        elif ch == "\n":
-            out.append("\\n")
-        elif ch == "\r":
-            out.append("\\r")
-        elif ch == "\t":
-            out.append("\\t")
-        elif ord(ch) < 0x20 or ord(ch) == 0x7F:
-            out.append(f"\\x{ord(ch):02x}")
-        else:
-            out.append(ch)
-    return '"' + "".join(out) + '"'
+    """Quote ``value`` as a LogQL double-quoted string literal."""
+    return go_string_literal(value)
 
 
 def query_terms(query: str | None) -> list[str]:

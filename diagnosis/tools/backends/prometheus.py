@@ -23,6 +23,7 @@ from diagnosis.tools.backends.base import (
     BackendError,
     describe_series,
     format_timestamp,
+    go_string_literal,
     parse_step,
     parse_time,
     resolve_window,
@@ -48,24 +49,8 @@ def _error(message: str, *, argument: str | None = None) -> BackendError:
 
 
 def promql_string(value: str) -> str:
-    """Quote ``value`` as a PromQL double-quoted string literal (Go escaping)."""
-    out = []
-    for ch in str(value):
-        if ch == "\\":
-            out.append("\\\\")
-        elif ch == '"':
-            out.append('\\"')
-        elif ch == "\n":
-            out.append("\\n")
-        elif ch == "\r":
-            out.append("\\r")
-        elif ch == "\t":
-            out.append("\\t")
-        elif ord(ch) < 0x20 or ord(ch) == 0x7F:
-            out.append(f"\\x{ord(ch):02x}")
-        else:
-            out.append(ch)
-    return '"' + "".join(out) + '"'
+    """Quote ``value`` as a PromQL double-quoted string literal."""
+    return go_string_literal(value)
 
 
 def promql_selector(metric: str, labels: Mapping[str, str] | None = None) -> str:
