@@ -476,9 +476,12 @@ def _executor_citations(executor_output: Any) -> set[tuple[Any, ...]]:
     for claim in claims if isinstance(claims, (list, tuple)) else []:
         if not isinstance(claim, Mapping) or not isinstance(claim.get("evidence"), (list, tuple)):
             continue
+        # Compared with the audit's own (JSON-serialisable, hashable) form of each value: a claim whose
+        # statement is a list or an object is malformed and never verified, but must not crash here.
+        claim_id, statement = _audit_value(claim.get("claim_id")), _audit_value(claim.get("statement"))
         for b in claim["evidence"]:
             if _well_formed_binding(b):
-                citations.add((claim.get("claim_id"), claim.get("statement"), *(b[name] for name in BINDING_FIELDS)))
+                citations.add((claim_id, statement, *(_audit_value(b[name]) for name in BINDING_FIELDS)))
     return citations
 
 

@@ -8,6 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.support.hypo import examples
 from diagnosis.gatekeeper import (
     DEFAULT_MIN_EXCERPT_CHARS,
     GATEKEEPER_VERSION,
@@ -362,7 +363,7 @@ OUTPUTS = st.fixed_dictionaries(
 ) | JSON_VALUES
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(OUTPUTS)
 def test_no_executor_output_makes_the_gatekeeper_raise_and_counts_stay_consistent(output):
     lookup = InMemoryLookup([
@@ -383,3 +384,16 @@ def test_no_executor_output_makes_the_gatekeeper_raise_and_counts_stay_consisten
     verified_output, evidence = project_verified_input(executor_output=output, gatekeeper_result=result)
     assert len(evidence) == result.verified_binding_count
     assert len(verified_output["claims"]) == result.verified_claim_count
+
+
+@pytest.mark.parametrize("statement", [["a", "list"], {"an": "object"}, ["Connection is not available"]])
+def test_a_claim_whose_statement_is_not_text_is_malformed_and_projection_does_not_crash(lookup, statement):
+    output = {"version": "executor_evidence_v2", "claims": [
+        {"claim_id": "c1", "statement": statement, "evidence": [
+            {"source_invocation_id": "inv-00000001", "tool_name": "query_logs", "raw_path": "$.records[0].message",
+             "evidence_excerpt": "Connection is not available"}]},
+    ]}
+    result = verify_bindings(executor_output=output, run_id=RUN_ID, lookup=lookup)
+    assert result.verdict == Verdict.REJECT and result.claims[0].reason_code == "malformed_claim"
+    verified_output, evidence = project_verified_input(executor_output=output, gatekeeper_result=result)
+    assert verified_output["claims"] == [] and evidence == []
