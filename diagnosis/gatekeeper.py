@@ -15,15 +15,19 @@ from functools import lru_cache
 from typing import Any, Protocol
 
 from diagnosis.jsonpath import NOT_FOUND, JsonPathError, Segment, parse, resolve_segments
+from diagnosis.model_text import normalise_model_text
 
 GATEKEEPER_VERSION = "gatekeeper-v1"
 EXECUTOR_EVIDENCE_VERSION = "executor_evidence_v2"
 INVOCATION_SUCCESS = "SUCCESS"
 
-# Minimum excerpt length after whitespace normalisation; CJK characters count double, so 4 CJK
+# Minimum excerpt length after whitespace normalisation; CJK characters count double, so 6 CJK
 # characters pass. The floor keeps a one-character excerpt failing whatever the caller passes.
-DEFAULT_MIN_EXCERPT_CHARS = 8
+DEFAULT_MIN_EXCERPT_CHARS = 12
 MIN_EXCERPT_CHARS_FLOOR = 2
+# The part of every tool result that records what was asked (arguments, query, service, notes
+# about them): the model's own words, never evidence.
+REQUEST_KEY = "request"
 
 BINDING_FIELDS = ("source_invocation_id", "tool_name", "raw_path", "evidence_excerpt")
 
@@ -48,9 +52,11 @@ class ReasonCode(StrEnum):
     TOOL_MISMATCH = "tool_mismatch"
     INVOCATION_FAILED = "invocation_failed"  # status is ERROR or BLOCKED (anything but SUCCESS)
     PATH_MALFORMED = "path_malformed"  # raw_path is outside the supported JSONPath subset
+    PATH_NOT_EVIDENCE = "path_not_evidence"  # raw_path points into the result's `request` (an echo)
     PATH_NOT_FOUND = "path_not_found"
     EXCERPT_TOO_SHORT = "excerpt_too_short"
-    EXCERPT_MISMATCH = "excerpt_mismatch"
+    EXCERPT_ECHOES_INPUT = "excerpt_echoes_input"  # it occurs in the question, a tool argument or a prompt
+    EXCERPT_MISMATCH = "excerpt_mismatch"  # not in the cited value, or not on token boundaries
 
 
 class ClaimReason(StrEnum):
@@ -247,14 +253,37 @@ def _string_leaves(value: Any) -> Iterable[str]:
             stack.extend(item)
 
 
+_ASCII_WORD = re.compile(r"[0-9A-Za-z]")
+
+
 @lru_cache(maxsize=1024)
 def _excerpt_pattern(needle: str) -> re.Pattern[str]:
     """A normalised excerpt as a regex whose spaces match any whitespace run.
 
     Searching the raw value with it is the same as a substring test on the normalised value, without
     normalising (copying) a multi-megabyte value first. Only literals and ``\\s+``: no backtracking blow-up.
+    An excerpt must begin and end on token boundaries: one that starts (ends) with a letter or digit
+    may not continue a word of the value ("ment-serv" does not match inside "payment-service").
     """
-    return re.compile(r"\s+".join(re.escape(token) for token in needle.split(" ")))
+    body = r"\s+".join(re.escape(token) for token in needle.split(" "))
+    head = r"(?<![0-9A-Za-z])" if needle and _ASCII_WORD.match(needle[0]) else ""
+    tail = r"(?![0-9A-Za-z])" if needle and _ASCII_WORD.match(needle[-1]) else ""
+    return re.compile(head + body + tail)
+
+
+def _echo_key(text: str) -> str:
+    return " ".join(normalise_model_text(text).casefold().split())
+
+
+class EchoSources:
+    """The run's inputs an excerpt may not merely repeat: the question, the tool arguments, the prompts."""
+
+    def __init__(self, texts: Iterable[Any] = ()) -> None:
+        self._texts = [_echo_key(t) for t in texts if isinstance(t, str) and t.strip()]
+
+    def echoes(self, needle: str) -> bool:
+        key = _echo_key(needle)
+        return bool(key) and any(key in text for text in self._texts)
 
 
 class _Haystacks:
@@ -333,10 +362,11 @@ def _claim_shape(claim: Any) -> tuple[ClaimReason | None, list[Any]]:
 
 
 class _BindingChecker:
-    def __init__(self, run_id: str, records: Mapping[str, list[Any]], min_chars: int) -> None:
+    def __init__(self, run_id: str, records: Mapping[str, list[Any]], min_chars: int, echoes: EchoSources) -> None:
         self._run_id = run_id
         self._records = records
         self._min_chars = min_chars
+        self._echoes = echoes
         self._haystacks = _Haystacks()
 
     def check(self, binding: Any) -> ReasonCode:
@@ -358,15 +388,26 @@ class _BindingChecker:
             segments = parse(binding["raw_path"])
         except JsonPathError:
             return ReasonCode.PATH_MALFORMED
-        value = resolve_segments(record.result, segments)
+        if segments and segments[0] == REQUEST_KEY:
+            return ReasonCode.PATH_NOT_EVIDENCE
+        value = resolve_segments(observed_part(record.result), segments)
         if value is NOT_FOUND:
             return ReasonCode.PATH_NOT_FOUND
         needle = normalise_whitespace(binding["evidence_excerpt"])
         if excerpt_length(needle) < self._min_chars:
             return ReasonCode.EXCERPT_TOO_SHORT
+        if self._echoes.echoes(needle):
+            return ReasonCode.EXCERPT_ECHOES_INPUT
         if not self._haystacks.contains((invocation_id, segments), value, needle):
             return ReasonCode.EXCERPT_MISMATCH
         return ReasonCode.VERIFIED
+
+
+def observed_part(result: Any) -> Any:
+    """A tool result without its ``request`` part: what citations resolve against."""
+    if isinstance(result, Mapping) and REQUEST_KEY in result:
+        return {k: v for k, v in result.items() if k != REQUEST_KEY}
+    return result
 
 
 def _rejected(run_id: str, reason: OutcomeReason) -> GatekeeperResult:
@@ -393,8 +434,12 @@ def verify_bindings(
     run_id: str,
     lookup: InvocationLookup,
     min_excerpt_chars: int = DEFAULT_MIN_EXCERPT_CHARS,
+    echo_sources: Iterable[Any] = (),
 ) -> GatekeeperResult:
     """Check every claim citation of an ``executor_evidence_v2`` output against this run's invocations.
+
+    ``echo_sources`` are the run's inputs (question, tool arguments, system prompts): an excerpt
+    occurring in one of them proves nothing and fails with ``excerpt_echoes_input``.
 
     Never raises on a malformed executor output (it yields REJECT or failing bindings); errors of
     the lookup itself (the database) propagate to the caller.
@@ -429,7 +474,7 @@ def verify_bindings(
         for b in bindings
         if _well_formed_binding(b)
     }
-    checker = _BindingChecker(run_id, _fetch_records(lookup, wanted), min_chars)
+    checker = _BindingChecker(run_id, _fetch_records(lookup, wanted), min_chars, EchoSources(echo_sources))
 
     audits: list[ClaimAudit] = []
     for claim, problem, bindings in shaped:

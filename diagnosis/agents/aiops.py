@@ -17,6 +17,7 @@ from enum import StrEnum
 from typing import Any, Callable, Mapping
 
 from diagnosis.agents.catalog import prompt
+from diagnosis.agents.nodes import run_inputs
 from diagnosis.agents.runtime import AgentContext, fence_tool_output, question_language
 from diagnosis.gatekeeper import EXECUTOR_EVIDENCE_VERSION, ReasonCode, project_verified_input, verify_bindings
 from diagnosis.llm.base import ModelError, ModelInvalidOutputError
@@ -668,7 +669,8 @@ class AlertSupervisor:
         claims = [_namespaced(claim, task.task_id) for claim in output["evidence"]]
         executor_output = {"version": EXECUTOR_EVIDENCE_VERSION, "summary": output["summary"], "claims": claims,
                            "open_questions": []}
-        gatekeeper = verify_bindings(executor_output=executor_output, run_id=ctx.run_id, lookup=ctx.lookup)
+        gatekeeper = verify_bindings(executor_output=executor_output, run_id=ctx.run_id, lookup=ctx.lookup,
+                                     echo_sources=run_inputs("", ctx.tools.outcomes))
         verified_output, verified_evidence = project_verified_input(executor_output=executor_output, gatekeeper_result=gatekeeper)
         self._event(Node.GATEKEEPER, str(gatekeeper.verdict), str(gatekeeper.reason_code), round=round_no,
                     task_id=task.task_id, claims_verified=gatekeeper.verified_claim_count,

@@ -11,7 +11,7 @@ import json
 import re
 from typing import Any, Mapping
 
-from diagnosis.agents.catalog import prompt, prompt_echoed
+from diagnosis.agents.catalog import load_catalog, prompt, prompt_echoed
 from diagnosis.agents.runtime import AgentContext, fence_tool_output, question_language
 from diagnosis.gatekeeper import project_verified_input, verify_bindings
 from diagnosis.graph.state import NodeName as N
@@ -207,7 +207,10 @@ class DiagnosisAgents:
 
     # -- gatekeeper and verified input -----------------------------------------------------------
     def gatekeeper(self, state, config):
-        result = verify_bindings(executor_output=state.get(K.EXECUTOR_OUTPUT), run_id=self.ctx.run_id, lookup=self.ctx.lookup)
+        result = verify_bindings(
+            executor_output=state.get(K.EXECUTOR_OUTPUT), run_id=self.ctx.run_id, lookup=self.ctx.lookup,
+            echo_sources=run_inputs(_query(state), self.ctx.tools.outcomes),
+        )
         return {K.GATEKEEPER_RESULT: result.to_dict()}
 
     def verified_input(self, state, config):
@@ -293,6 +296,16 @@ class DiagnosisAgents:
                     runbooks.append({"title": str(item.get("title", ""))[:120], "path": str(item.get("path", ""))[:200],
                                      "invocation_id": outcome.invocation_id})
         return runbooks[:5]
+
+
+def run_inputs(question: str, outcomes) -> list[str]:
+    """What an excerpt may not merely repeat: the question, every tool argument of this run, the prompts."""
+    texts = [question]
+    for outcome in outcomes:
+        arguments = outcome.arguments if isinstance(outcome.arguments, dict) else {}
+        texts += [v for v in arguments.values() if isinstance(v, str)]
+    texts += [p.text for p in load_catalog().values()]
+    return texts
 
 
 def _fallback_reason(state: Mapping[str, Any]) -> str:

@@ -47,7 +47,7 @@ def executor(request, seen: dict) -> Reply:
             record = out["result"]["records"][0]
             claims.append({"claim_id": "c1", "statement": "payment-service cannot get DB connections",
                            "evidence": [{"source_invocation_id": out["invocation_id"], "tool_name": "query_logs",
-                                         "raw_path": "$.records[0].message", "evidence_excerpt": record["message"][:60]}]})
+                                         "raw_path": "$.records[0].message", "evidence_excerpt": record["message"]}]})
     return Reply.json({"status": "COMPLETED", "summary": "pool exhausted", "evidence": claims, "nextHint": ""})
 
 

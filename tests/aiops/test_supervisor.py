@@ -117,7 +117,7 @@ def checked(markdown: str, lookup: InMemoryLookup | None = None):
         record("inv-00000002", logs_result("all good here, nothing to see")),
         record("inv-00000003", logs_result(LINE), run_id=OTHER_RUN_ID),
     ])
-    evidence = [{"claim_id": "t1.c1", **binding(LINE[:40])}]
+    evidence = [{"claim_id": "t1.c1", **binding(LINE[:43])}]
     return check_report(markdown, run_id=RUN_ID, lookup=lookup, verified_evidence=evidence,
                         tool_names={"inv-00000001": "query_logs", "inv-00000002": "query_logs"}, language="en")
 

@@ -27,7 +27,7 @@ def evidence_from_logs(request) -> Reply:
             if "Connection is not available" in record["message"]:
                 claims.append({"claim_id": "c1", "statement": "payment-service cannot get DB connections",
                                "evidence": [{"source_invocation_id": match["id"], "tool_name": "query_logs",
-                                             "raw_path": f"$.records[{i}].message", "evidence_excerpt": record["message"][:60]}]})
+                                             "raw_path": f"$.records[{i}].message", "evidence_excerpt": record["message"]}]})
                 break
     return Reply.json({"version": "executor_evidence_v2", "summary": "pool exhausted", "claims": claims, "open_questions": []})
 

@@ -113,7 +113,7 @@ def honest_model(fake) -> None:
                 claims.append({"claim_id": f"c{i}", "statement": f"payment-service logged: {record['message'][:120]}",
                                "evidence": [{"source_invocation_id": logs["invocation_id"], "tool_name": "query_logs",
                                              "raw_path": f"$.records[{i}].message",
-                                             "evidence_excerpt": record["message"][:80]}]})
+                                             "evidence_excerpt": record["message"]}]})
         return Reply.json({"version": "executor_evidence_v2", "summary": "pool and credential errors",
                            "claims": claims[:12], "open_questions": []})
 
