@@ -28,6 +28,7 @@ MIN_EXCERPT_CHARS_FLOOR = 2
 # The part of every tool result that records what was asked (arguments, query, service, notes
 # about them): the model's own words, never evidence.
 REQUEST_KEY = "request"
+KNOWLEDGE_TOOLS = frozenset({"lookup_knowledge"})
 
 BINDING_FIELDS = ("source_invocation_id", "tool_name", "raw_path", "evidence_excerpt")
 
@@ -75,6 +76,7 @@ class OutcomeReason(StrEnum):
     SOME_CLAIMS_VERIFIED = "some_claims_verified"
     NO_CLAIM_VERIFIED = "no_claim_verified"
     NO_CLAIMS = "no_claims"
+    KNOWLEDGE_ONLY = "knowledge_only"  # every verified citation is a runbook or a past case: LOW_CONFID at most
     MALFORMED_OUTPUT = "malformed_output"
     UNSUPPORTED_VERSION = "unsupported_version"
 
@@ -493,7 +495,11 @@ def verify_bindings(
         audits.append(ClaimAudit(claim_id, statement, verified, reason, binding_audits))
 
     verified_claims = sum(1 for c in audits if c.verified)
-    if verified_claims == len(audits):
+    verified_tools = {b.tool_name for c in audits for b in c.bindings if b.verified}
+    if verified_claims and verified_tools <= KNOWLEDGE_TOOLS:
+        # Runbooks and past cases are knowledge, not observations of this incident.
+        verdict, outcome = Verdict.LOW_CONFID, OutcomeReason.KNOWLEDGE_ONLY
+    elif verified_claims == len(audits):
         verdict, outcome = Verdict.PASS, OutcomeReason.ALL_CLAIMS_VERIFIED
     elif verified_claims:
         verdict, outcome = Verdict.LOW_CONFID, OutcomeReason.SOME_CLAIMS_VERIFIED

@@ -8,7 +8,7 @@ import pytest
 from diagnosis.models import AgentStep, DiagnosisRun, ToolInvocation
 from diagnosis.services.runs import run_execute
 from tests.diagnosis.conftest import tool_outputs, user_payload
-from tests.support.fake_openai import Reply
+from tests.support.fake_openai import Reply, answer_plan
 
 pytestmark = pytest.mark.django_db
 
@@ -32,10 +32,7 @@ def evidence_from_logs(request) -> Reply:
 
 
 def compose_citing_evidence(request) -> Reply:
-    evidence = user_payload(request)["verified_evidence"]
-    ids = sorted({e["source_invocation_id"] for e in evidence})
-    return Reply.json({"answer_markdown": f"The connection pool of payment-service is exhausted [{ids[0]}].",
-                       "cited_invocation_ids": ids})
+    return Reply.json(answer_plan(user_payload(request)))
 
 
 def script_happy(fake, *, planner=None, executor_first=None, verifier=None, composer=None):
