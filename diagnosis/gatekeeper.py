@@ -15,7 +15,7 @@ from functools import lru_cache
 from typing import Any, Protocol
 
 from diagnosis.jsonpath import NOT_FOUND, JsonPathError, Segment, parse, resolve_segments
-from diagnosis.model_text import normalise_model_text
+from diagnosis.model_text import cap_text, normalise_model_text
 
 GATEKEEPER_VERSION = "gatekeeper-v1"
 EXECUTOR_EVIDENCE_VERSION = "executor_evidence_v2"
@@ -324,9 +324,15 @@ def _is_text(value: Any) -> bool:
     return isinstance(value, str) and value.strip() != ""
 
 
+AUDIT_TEXT_MAX_CHARS = 2000
+
+
 def _audit_value(value: Any) -> Any:
-    """Keep what the executor sent in the audit, but always JSON-serialisable and bounded."""
-    if value is None or isinstance(value, (str, bool, int, float)):
+    """Keep what the executor sent in the audit, but always JSON-serialisable and bounded (a cut
+    string carries a marker saying how much was cut)."""
+    if isinstance(value, str):
+        return cap_text(value, AUDIT_TEXT_MAX_CHARS)
+    if value is None or isinstance(value, (bool, int, float)):
         return value
     try:
         text = json.dumps(value, ensure_ascii=False, default=str)

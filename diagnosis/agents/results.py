@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any, Mapping
 
 from diagnosis.graph.state import NodeName as N
 from diagnosis.graph.state import StateKey as K
 from diagnosis.graph.trace import build_orchestration_trace
+from diagnosis.model_text import cap_strings
 from diagnosis.redaction import redact_value
 from diagnosis.tools.registry import SUCCESS
 
@@ -85,6 +87,19 @@ def verifier_evaluation(state: Mapping[str, Any], prompt_audit: dict) -> dict[st
     }
 
 
+AUDIT_STRING_MAX_CHARS = 4000
+SELF_EVALUATION_MAX_BYTES = 512_000
+
+
+def bounded_audit(value: Any) -> Any:
+    """Every string capped with a cut marker; the whole kept under SELF_EVALUATION_MAX_BYTES."""
+    for chars, items in ((AUDIT_STRING_MAX_CHARS, 200), (500, 50), (120, 20)):
+        capped = cap_strings(value, chars, max_items=items)
+        if len(json.dumps(capped, ensure_ascii=False, default=str).encode()) <= SELF_EVALUATION_MAX_BYTES:
+            return capped
+    return {"truncated": True, "note": f"the audit exceeded {SELF_EVALUATION_MAX_BYTES} bytes even when cut"}
+
+
 def map_run_result(*, state: Mapping[str, Any], outcomes: list, budget: dict, prompt_audit: dict) -> dict[str, Any]:
     """answer, degraded, effective verdict, self_evaluation and orchestration_trace of one run."""
     events = list(state.get(K.ORCHESTRATION_EVENTS) or ())
@@ -94,9 +109,9 @@ def map_run_result(*, state: Mapping[str, Any], outcomes: list, budget: dict, pr
         "degraded": bool(state.get(K.DEGRADED)),
         "effective_verdict": verdict or "",
         # Model-written text (claim statements, rationales) is stored here: mask any secret in it (F-37).
-        "self_evaluation": redact_value({
+        "self_evaluation": bounded_audit(redact_value({
             "rule_evaluation": rule_evaluation(state, outcomes, budget),
             "verifier_evaluation": verifier_evaluation(state, prompt_audit),
-        }),
-        "orchestration_trace": redact_value(build_orchestration_trace(events, state)) if events else None,
+        })),
+        "orchestration_trace": bounded_audit(redact_value(build_orchestration_trace(events, state))) if events else None,
     }

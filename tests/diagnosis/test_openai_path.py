@@ -3,8 +3,11 @@ tools, Gatekeeper and persistence."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
+from diagnosis.agents.results import SELF_EVALUATION_MAX_BYTES
 from diagnosis.models import AgentStep, DiagnosisRun, ToolInvocation
 from diagnosis.services.runs import run_execute
 from tests.diagnosis.conftest import tool_outputs, user_payload
@@ -127,3 +130,34 @@ def test_a_composer_citing_an_unverified_invocation_is_rejected_and_retried(open
     run = run_execute(run_id=make_run("Why is payment-service failing?").run_id)
     assert "inv-deadbeef" not in run.answer
     assert ("composer", "composer", 1) in route(run) and not run.degraded
+
+
+def test_a_degraded_answer_has_no_verdict_but_the_trace_keeps_the_verifiers(openai_llm, demo_knowledge, make_run):
+    """The verifier said PASS, then every composer attempt failed: the fallback answer is served."""
+    bad = Reply.json({"answer_markdown": "free prose is not a plan"})
+    script_happy(openai_llm, composer=[bad] * 5)
+    openai_llm.always(bad, role="composer")
+    run = run_execute(run_id=make_run("Why is payment-service failing?").run_id)
+    assert run.status == DiagnosisRun.Status.SUCCESS and run.degraded
+    assert run.effective_verdict == ""  # served as null by the API
+    evaluation = run.self_evaluation["verifier_evaluation"]
+    assert evaluation["verifierVerdict"] == "PASS" and evaluation["effective_verdict"] is None
+    assert "free prose" not in run.answer
+
+
+def test_a_huge_statement_is_cut_with_a_marker_and_the_audit_stays_bounded(openai_llm, demo_knowledge, make_run):
+    def huge_evidence(request) -> Reply:
+        reply = evidence_from_logs(request)
+        body = json.loads(reply.content)
+        body["summary"] = "S" * 3_000_000
+        for claim in body["claims"]:
+            claim["statement"] = "payment-service cannot get DB connections " + "x" * 100_000
+        return Reply.json(body)
+
+    script_happy(openai_llm)
+    openai_llm.always(huge_evidence, role="executor")
+    run = run_execute(run_id=make_run("Why is payment-service failing?").run_id)
+    stored = json.dumps(run.self_evaluation, ensure_ascii=False)
+    assert len(stored.encode()) <= SELF_EVALUATION_MAX_BYTES
+    assert "…[cut " in stored
+    assert "x" * 5000 not in run.answer
