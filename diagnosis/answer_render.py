@@ -23,7 +23,7 @@ from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from diagnosis.model_text import cap_text, foreign_citations, id_like_tokens
+from diagnosis.model_text import cap_text, foreign_citations, id_like_tokens, scrub_sentences
 from diagnosis.redaction import redact_text
 
 ANSWER_PLAN_VERSION = "answer_plan_v1"
@@ -62,6 +62,15 @@ TEXT = {
     "similar": {"en": "A similar past incident or runbook describes: ", "zh": "类似的历史故障或运维手册记载："},
     "knowledge": {"en": "From the knowledge base (not this run's telemetry): ", "zh": "来自知识库（并非本次运行的遥测数据）："},
     "nothing_verified": {"en": "No claim passed verification.", "zh": "没有结论通过校验。"},
+    "simple_label": {
+        "en": "_General answer — not checked against evidence (no diagnosis was run). "
+              "Ask in diagnosis mode for an answer built from verified tool output._",
+        "zh": "_一般性回答——未经证据校验（未运行诊断）。如需基于已校验工具输出的回答，请使用诊断模式提问。_",
+    },
+    "simple_withheld": {
+        "en": "The answer was withheld because it repeated the service's instructions.",
+        "zh": "该回答因复述了系统指令而被隐去。",
+    },
     "offline": {"en": "_Offline analyser (rule-based, no LLM)_", "zh": "_离线分析器（基于规则，未使用大模型）_"},
     "offline_limit": {
         "en": "Written by the offline analyser (rule-based pattern matching, no LLM): it recognises known failure "
@@ -317,3 +326,17 @@ def validate_answer_plan(output: Any) -> dict[str, Any]:
         elif isinstance(step, str):
             plan["next_steps"].append({"text": cap_text(step, 1000)})
     return plan
+
+
+def render_simple_answer(content: Any, *, language: str, prompt_echoed=None) -> tuple[str, list[dict[str, Any]]]:
+    """A SIMPLE (ungated) answer as served: visibly labelled as not checked against evidence, with
+    every sentence carrying a citation-like token removed (nothing may look verified) and secrets masked."""
+    language = "zh" if language == "zh" else "en"
+    body = redact_text(_visible(content or "")).strip()
+    removed: list[dict[str, Any]] = []
+    if prompt_echoed is not None and prompt_echoed(body):
+        removed.append({"where": "simple", "reason": "prompt_echo"})
+        body = text("simple_withheld", language)
+    body, scrubbed = scrub_sentences(body, ())
+    removed += [{"where": "simple", "reason": "citation_like_token", **item} for item in scrubbed]
+    return f"{text('simple_label', language)}\n\n{body.strip()}\n", removed
