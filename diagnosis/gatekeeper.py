@@ -8,14 +8,14 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from functools import lru_cache
 from typing import Any, Protocol
 
 from diagnosis.jsonpath import NOT_FOUND, JsonPathError, Segment, parse, resolve_segments
-from diagnosis.model_text import cap_text, normalise_model_text
+from diagnosis.model_text import cap_text, foreign_citations, normalise_model_text
 
 GATEKEEPER_VERSION = "gatekeeper-v1"
 EXECUTOR_EVIDENCE_VERSION = "executor_evidence_v2"
@@ -67,6 +67,9 @@ class ClaimReason(StrEnum):
     # not an object; claim_id or statement not a non-empty string; evidence not a list
     MALFORMED_CLAIM = "malformed_claim"
     DUPLICATE_CLAIM_ID = "duplicate_claim_id"  # a later claim reusing an earlier claim_id
+    # the statement carries an id-like token that is not a canonical citation of its own verified
+    # bindings, or repeats a system prompt: it would put unchecked words in front of the reader
+    STATEMENT_NOT_ALLOWED = "statement_not_allowed"
 
 
 class OutcomeReason(StrEnum):
@@ -443,11 +446,15 @@ def verify_bindings(
     lookup: InvocationLookup,
     min_excerpt_chars: int = DEFAULT_MIN_EXCERPT_CHARS,
     echo_sources: Iterable[Any] = (),
+    statement_echoes: Callable[[str], bool] | None = None,
 ) -> GatekeeperResult:
     """Check every claim citation of an ``executor_evidence_v2`` output against this run's invocations.
 
     ``echo_sources`` are the run's inputs (question, tool arguments, system prompts): an excerpt
-    occurring in one of them proves nothing and fails with ``excerpt_echoes_input``.
+    occurring in one of them proves nothing and fails with ``excerpt_echoes_input``. A claim whose
+    statement carries an id-like token other than a canonical citation of its own verified bindings,
+    or for which ``statement_echoes`` (the prompt-echo guard) is true, is not verified
+    (``statement_not_allowed``).
 
     Never raises on a malformed executor output (it yields REJECT or failing bindings); errors of
     the lookup itself (the database) propagate to the caller.
@@ -494,7 +501,11 @@ def verify_bindings(
             continue
         binding_audits = tuple(_binding_audit(b, checker.check(b)) for b in bindings)
         verified = any(b.verified for b in binding_audits)
-        if verified:
+        own_ids = {b.source_invocation_id for b in binding_audits if b.verified}
+        if verified and (foreign_citations(claim["statement"], own_ids)
+                         or (statement_echoes is not None and statement_echoes(claim["statement"]))):
+            verified, reason = False, ClaimReason.STATEMENT_NOT_ALLOWED
+        elif verified:
             reason = ClaimReason.VERIFIED
         else:
             reason = ClaimReason.NO_VERIFIED_BINDING if binding_audits else ClaimReason.NO_BINDINGS

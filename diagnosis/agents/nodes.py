@@ -219,7 +219,7 @@ class DiagnosisAgents:
     def gatekeeper(self, state, config):
         result = verify_bindings(
             executor_output=state.get(K.EXECUTOR_OUTPUT), run_id=self.ctx.run_id, lookup=self.ctx.lookup,
-            echo_sources=run_inputs(_query(state), self.ctx.tools.outcomes),
+            echo_sources=run_inputs(_query(state), self.ctx.tools.outcomes), statement_echoes=prompt_echoed,
         )
         return {K.GATEKEEPER_RESULT: result.to_dict()}
 
