@@ -71,6 +71,9 @@ TEXT = {
         "en": "The answer was withheld because it repeated the service's instructions.",
         "zh": "该回答因复述了系统指令而被隐去。",
     },
+    "limits": {"en": "**Limitations**", "zh": "**局限性**"},
+    "unchecked": {"en": "Not checked: `{tool}` failed in this run, so what the {kind} would confirm or refute is unknown.",
+                  "zh": "未能检查：本次运行中 `{tool}` 调用失败，{kind}能否证实或否定上述结论尚不可知。"},
     "offline": {"en": "_Offline analyser (rule-based, no LLM)_", "zh": "_离线分析器（基于规则，未使用大模型）_"},
     "offline_limit": {
         "en": "Written by the offline analyser (rule-based pattern matching, no LLM): it recognises known failure "
@@ -179,6 +182,7 @@ def render_answer(
     prompt_echoed=None,
     suggestions: Iterable[Any] | None = None,
     quotes_only: bool = False,
+    failed_tools: Iterable[str] = (),
 ) -> RenderedAnswer:
     """The Markdown answer: verified claims in the composer's order, with their quotes and citations.
 
@@ -279,6 +283,13 @@ def render_answer(
             emit(claim_id, knowledge=(key != "next_steps" and knowledge_only(verified[claim_id])))
     if not verified or not cited:
         lines += ["", text("nothing_verified", language)]
+
+    kinds = {"query_logs": ("logs", "日志"), "query_metrics": ("metrics", "指标"), "query_alerts": ("metrics", "告警"),
+             "lookup_knowledge": ("runbooks", "运维手册")}
+    unchecked = [t for t in dict.fromkeys(failed_tools) if t in kinds]
+    if unchecked:
+        lines += ["", text("limits", language)]
+        lines += [f"- {text('unchecked', language).format(tool=t, kind=kinds[t][language == 'zh'])}" for t in unchecked]
 
     kept_suggestions: list[str] = []
     for raw in list(free_steps) + list(suggestions or ()):

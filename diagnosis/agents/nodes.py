@@ -111,7 +111,8 @@ def validate_composition(output: Any) -> dict:
 
 
 def compose_answer(*, plan: Mapping[str, Any], verified_output: Mapping[str, Any] | None, verdict: str | None,
-                   language: str, verifier: Mapping[str, Any] | None = None, offline: bool = False) -> dict:
+                   language: str, verifier: Mapping[str, Any] | None = None, offline: bool = False,
+                   failed_tools=()) -> dict:
     """Render the answer on the server from the verified claims the plan names (SPEC R1)."""
     claims = [c for c in (verified_output or {}).get("claims") or [] if isinstance(c, Mapping)]
     unsupported = {str(c.get("claim_id")) for c in (verifier or {}).get("claim_checks") or []
@@ -119,7 +120,7 @@ def compose_answer(*, plan: Mapping[str, Any], verified_output: Mapping[str, Any
     # A verified statement that repeats a system prompt is not shown either.
     unsupported |= {str(c.get("claim_id")) for c in claims if prompt_echoed(str(c.get("statement", "")))}
     rendered = render_answer(plan=plan, claims=claims, verdict=verdict, language=language, exclude=unsupported,
-                             offline=offline, prompt_echoed=prompt_echoed)
+                             offline=offline, prompt_echoed=prompt_echoed, failed_tools=failed_tools)
     return {
         "answer_plan": dict(plan), "answer_markdown": rendered.markdown, "suggestions": rendered.suggestions,
         "cited_invocation_ids": rendered.cited_invocation_ids, "render": rendered.audit(),
@@ -287,6 +288,7 @@ class DiagnosisAgents:
         output = compose_answer(
             plan=plan, verified_output=state.get(K.VERIFIED_EXECUTOR_OUTPUT), verdict=verdict,
             language=question_language(question), verifier=verifier, offline=self._offline(),
+            failed_tools=[o.tool_name for o in self.ctx.tools.outcomes if o.status == "ERROR"],
         )
         # A root cause resting only on runbooks or past cases is capped at LOW_CONFID by `map_run_result`.
         return {K.COMPOSER_STATUS: S.COMPLETED, K.COMPOSER_OUTPUT: output, K.FINAL_ANSWER: output["answer_markdown"]}

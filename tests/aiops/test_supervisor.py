@@ -49,7 +49,7 @@ def test_the_offline_analyser_traces_each_scenarios_alerts_to_its_root_cause(sce
     outcome, recorder, _events = supervise(alerts_of(scenario))
     report = outcome.report_markdown
     assert not outcome.degraded and outcome.report_check.removed == []
-    assert f"**{truth['root_cause_service']}**" in report, report
+    assert f"{truth['root_cause_service']} —" in report, report
     assert any(k.lower() in report.lower() for k in truth["cause_keywords"])
     cited = set(INVOCATION_RE.findall(report))
     verified = {e["source_invocation_id"] for r in outcome.results for e in r.verified_evidence}
