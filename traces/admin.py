@@ -423,10 +423,9 @@ class CaseLibraryEntryAdmin(AuditAdmin):
     actions = ("publish_cases", "withdraw_cases")
 
     def get_actions(self, request):
-        from diagnosis.services.access import SUPPORT_STAFF
+        from diagnosis.services.access import can_publish_cases
 
-        user = request.user
-        if not (user.is_superuser or user.groups.filter(name=SUPPORT_STAFF).exists()):
+        if not can_publish_cases(request.user):
             return {}
         return super().get_actions(request)
 

@@ -14,7 +14,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from diagnosis.api.errors import ApiError
-from diagnosis.services.access import can_give_feedback
+from diagnosis.services.access import can_give_feedback, can_publish_cases
 from diagnosis.models import CaseLibraryEntry
 from diagnosis.services.feedback import (
     CasePublishRefused,
@@ -122,6 +122,9 @@ class CasePublishApi(APIView):
 
     @extend_schema(request=s.CasePublishInputSerializer, responses=s.CaseOutputSerializer)
     def post(self, request, run_id: str):
+        # Refused before any lookup: a caller who may not publish learns nothing about which cases exist.
+        if not can_publish_cases(request.user):
+            raise ApiError(code="permission_denied", message="only support staff publish cases", status_code=403)
         data = _validated(s.CasePublishInputSerializer, request.data)
         case = CaseLibraryEntry.objects.filter(source_run_id=run_id).select_related("published_by").first()
         if case is None:

@@ -134,9 +134,9 @@ def run_feedback_give(*, user, run: DiagnosisRun, feedback: str, comment: str = 
 
 def case_publish(*, user, case: CaseLibraryEntry, publish: bool = True) -> CaseLibraryEntry:
     """Support staff publish a candidate (or withdraw a published case back to candidate)."""
-    from diagnosis.services.access import SUPPORT_STAFF
+    from diagnosis.services.access import can_publish_cases
 
-    if not (getattr(user, "is_active", False) and (user.is_superuser or user.groups.filter(name=SUPPORT_STAFF).exists())):
+    if not can_publish_cases(user):
         raise CasePublishRefused("only support staff publish cases")
     if publish:
         case.status, case.published_by, case.published_at = CaseLibraryEntry.Status.PUBLISHED, user, timezone.now()
