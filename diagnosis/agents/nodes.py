@@ -274,12 +274,14 @@ class DiagnosisAgents:
 
     # -- fallback --------------------------------------------------------------------------------
     def fallback(self, state, config):
+        # A spent run budget (wall time, model calls, tokens) is the reason, whichever node it stopped.
+        reason = "budget_exhausted" if self.ctx.budget.exceeded else _fallback_reason(state)
         answer = compose_fallback(
             question=_query(state), verified_evidence=list(state.get(K.VERIFIED_EVIDENCE) or []),
             runbooks=self._runbooks_seen(),
-            reason=_fallback_reason(state),
+            reason=reason,
         )
-        return {K.FALLBACK_OUTPUT: {"answer_markdown": answer, "reason": _fallback_reason(state)}, K.FINAL_ANSWER: answer}
+        return {K.FALLBACK_OUTPUT: {"answer_markdown": answer, "reason": reason}, K.FINAL_ANSWER: answer}
 
     def _runbooks_seen(self) -> list[dict]:
         seen, runbooks = set(), []

@@ -91,9 +91,17 @@ def evaluate_scenario(*, folder: Path, language: str, user) -> ScenarioScore:
     )
 
 
-def evaluate_folder(*, folder: Path, languages=("en", "zh")) -> list[ScenarioScore]:
+def evaluate_folder(*, folder: Path, languages=("en", "zh"), on_score=None) -> list[ScenarioScore]:
+    """Every scenario × language, in order; `on_score(score)` is called as soon as each run finishes."""
     user, _ = get_user_model().objects.get_or_create(username=EVAL_USER)
-    return [evaluate_scenario(folder=f, language=lang, user=user) for f in scenario_dirs(folder) for lang in languages]
+    scores = []
+    for scenario in scenario_dirs(folder):
+        for lang in languages:
+            score = evaluate_scenario(folder=scenario, language=lang, user=user)
+            scores.append(score)
+            if on_score is not None:
+                on_score(score)
+    return scores
 
 
 def summary(scores: list[ScenarioScore]) -> dict:
@@ -121,9 +129,40 @@ def markdown_table(scores: list[ScenarioScore]) -> str:
     return "\n".join([head, *rows])
 
 
-def write_report(scores: list[ScenarioScore], out_dir: Path) -> tuple[Path, Path]:
+def write_report(scores: list[ScenarioScore], out_dir: Path, *, complete: bool = True) -> tuple[Path, Path]:
+    """evaluation.json (summary + rows) and evaluation.md, each replaced atomically (never half written)."""
     out_dir.mkdir(parents=True, exist_ok=True)
     json_path, md_path = out_dir / "evaluation.json", out_dir / "evaluation.md"
-    json_path.write_text(json.dumps({"summary": summary(scores), "scenarios": [asdict(s) for s in scores]}, indent=2, ensure_ascii=False))
-    md_path.write_text(markdown_table(scores) + "\n")
+    report = {"summary": {**summary(scores), "complete": complete}, "scenarios": [asdict(s) for s in scores]}
+    _replace(json_path, json.dumps(report, indent=2, ensure_ascii=False))
+    _replace(md_path, markdown_table(scores) + "\n")
     return json_path, md_path
+
+
+class IncrementalReport:
+    """Writes the report as the evaluation goes: one JSON line per finished run in evaluation.jsonl
+    (appended and flushed at once) and evaluation.json / .md rewritten with the summary so far, so an
+    interrupted evaluation keeps every run that finished."""
+
+    def __init__(self, out_dir: Path):
+        self.out_dir = Path(out_dir)
+        self.out_dir.mkdir(parents=True, exist_ok=True)
+        self.lines_path = self.out_dir / "evaluation.jsonl"
+        self.lines_path.write_text("")
+        self.scores: list[ScenarioScore] = []
+
+    def add(self, score: ScenarioScore) -> None:
+        self.scores.append(score)
+        with self.lines_path.open("a", encoding="utf-8") as lines:
+            lines.write(json.dumps(asdict(score), ensure_ascii=False) + "\n")
+            lines.flush()
+        write_report(self.scores, self.out_dir, complete=False)
+
+    def finish(self) -> tuple[Path, Path]:
+        return write_report(self.scores, self.out_dir, complete=True)
+
+
+def _replace(path: Path, text: str) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text)
+    tmp.replace(path)

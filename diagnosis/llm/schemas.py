@@ -1,0 +1,223 @@
+"""The typed output contract of every model role, and the JSON Schema sent to the server from it.
+
+One pydantic model per JSON output (framework-free: pydantic comes with `openai`). The schema sent
+as ``response_format: {"type": "json_schema", ...}`` is generated from these models, so a server
+that enforces it (OpenAI, llama.cpp, vLLM, Ollama) can only produce output of the right shape;
+`validate_output` checks the same models locally whatever the server did. The node validators in
+``diagnosis.agents`` then apply the product rules (allowed tools, verified ids, limits).
+
+Local validation is deliberately as lenient as the node validators: optional fields have
+defaults, unknown keys are ignored, and size limits (``maxItems``) are written only into the wire
+schema (to bound what a grammar-constrained server generates), never enforced here.
+
+`strict` is sent as false: plan steps and suggested queries carry free-form tool arguments, which
+OpenAI's strict mode cannot express. Servers that compile the schema into a grammar (llama.cpp,
+vLLM, Ollama) enforce it regardless of `strict`.
+"""
+from __future__ import annotations
+
+from typing import Any, Literal, Optional
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from .base import ModelInvalidOutputError
+
+SCHEMA_VERSION = "v1"
+
+
+class _Out(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+
+def _max(n: int) -> dict[str, Any]:
+    return {"maxItems": n}
+
+
+# --- diagnosis flow -------------------------------------------------------------------------------
+
+
+class PlanStep(_Out):
+    tool: str
+    arguments: dict[str, Any] = Field(default_factory=dict)
+    purpose: str = ""
+
+
+class PlannerPlan(_Out):
+    version: Literal["planner_plan_v1"] = "planner_plan_v1"
+    goal: str = ""
+    services: list[str] = Field(default_factory=list, json_schema_extra=_max(10))
+    language: Optional[Literal["en", "zh"]] = None
+    steps: list[PlanStep] = Field(json_schema_extra={**_max(12), "minItems": 1})
+
+
+class EvidenceBinding(_Out):
+    source_invocation_id: str
+    tool_name: str
+    raw_path: str
+    evidence_excerpt: str
+
+
+class EvidenceClaim(_Out):
+    claim_id: str
+    statement: str = ""
+    evidence: list[EvidenceBinding] = Field(json_schema_extra=_max(8))
+
+
+class ExecutorEvidence(_Out):
+    version: Literal["executor_evidence_v2"]
+    summary: str = ""
+    claims: list[EvidenceClaim] = Field(json_schema_extra=_max(20))
+    open_questions: list[str] = Field(default_factory=list, json_schema_extra=_max(10))
+
+
+class EvidenceRef(_Out):
+    claim_id: str = ""
+    source_invocation_id: str = ""
+    tool_name: str = ""
+    raw_path: str = ""
+
+
+class ClaimCheck(_Out):
+    claim_id: str
+    supported: Optional[bool] = None
+    rationale: str = ""
+    evidence_refs: list[EvidenceRef] = Field(default_factory=list, json_schema_extra=_max(8))
+
+
+class FactCheck(_Out):
+    fact: str = ""
+    consistent: Optional[bool] = None
+
+
+class SuggestedQuery(_Out):
+    tool: str
+    arguments: dict[str, Any] = Field(default_factory=dict)
+
+
+class EvidenceGap(_Out):
+    gap: str
+    suggested_query: Optional[SuggestedQuery] = None
+
+
+class VerifierVerdict(_Out):
+    verdict: Literal["PASS", "LOW_CONFID", "REJECT"]
+    score: Optional[float] = Field(default=None, json_schema_extra={"minimum": 0.0, "maximum": 1.0})
+    claim_checks: list[ClaimCheck] = Field(default_factory=list, json_schema_extra=_max(20))
+    fact_checks: list[FactCheck] = Field(default_factory=list, json_schema_extra=_max(20))
+    critical_evidence_gaps: list[EvidenceGap] = Field(default_factory=list, json_schema_extra=_max(5))
+    rationale: str = ""
+
+
+# The composer's output contract, kept as one separate definition: the answer structure may change
+# (e.g. to root-cause and evidence claim ids plus next steps) by replacing this class alone.
+class ComposerAnswer(_Out):
+    answer_markdown: str = Field(min_length=1)
+    cited_invocation_ids: list[str] = Field(default_factory=list, json_schema_extra=_max(20))
+
+
+# --- alert analysis (AI_OPS) ----------------------------------------------------------------------
+
+
+class AlertTask(_Out):
+    task_id: Optional[str] = None
+    service: str
+    alert_ids: Any = Field(default=None, json_schema_extra={"type": "array", "items": {"type": "string"}, **_max(20)})
+    goal: str = ""
+
+
+def _one_of(*values: str) -> Any:
+    """A string field whose allowed values are in the wire schema; the node validator normalises case."""
+    return Field(json_schema_extra={"enum": list(values)})
+
+
+class AiOpsDecision(_Out):
+    decision: str = _one_of("PLAN", "EXECUTE", "FINISH")
+    rationale: str = ""
+    plan: list[AlertTask] = Field(default_factory=list, json_schema_extra=_max(10))
+    task_id: Optional[str] = None
+    tool_budget: Any = Field(default=None, json_schema_extra={"type": "integer", "minimum": 1})
+
+
+class AiOpsExecution(_Out):
+    status: str = _one_of("COMPLETED", "PARTIAL", "FAILED")
+    summary: str = ""
+    evidence: list[EvidenceClaim] = Field(default_factory=list, json_schema_extra=_max(20))
+    nextHint: str = ""  # noqa: N815 (the wire name)
+
+
+class AiOpsReport(_Out):
+    status: Literal["FINISH"] = "FINISH"
+    report_markdown: str = Field(min_length=1)
+
+
+# --- registry -------------------------------------------------------------------------------------
+
+# (role, node) -> the contract of that call's final JSON answer. `None` as node: any node of the role.
+OUTPUTS: dict[tuple[str, str | None], type[BaseModel]] = {
+    ("planner", None): PlannerPlan,
+    ("executor", None): ExecutorEvidence,
+    ("verifier", None): VerifierVerdict,
+    ("composer", None): ComposerAnswer,
+    ("aiops", "aiops_planner"): AiOpsDecision,
+    ("aiops", "aiops_executor"): AiOpsExecution,
+    ("aiops", "aiops_reporter"): AiOpsReport,
+}
+
+
+def output_model(role: str, node: str | None = None) -> type[BaseModel] | None:
+    """The typed contract of a role's JSON answer (at `node`, for roles that play several parts);
+    None for free-text roles (simple chat)."""
+    return OUTPUTS.get((role, node)) or OUTPUTS.get((role, None))
+
+
+def schema_name(model: type[BaseModel]) -> str:
+    return f"{model.__name__}_{SCHEMA_VERSION}"
+
+
+def json_schema(model: type[BaseModel]) -> dict[str, Any]:
+    """The self-contained JSON Schema of `model` (``$defs`` inlined at the root as pydantic writes them)."""
+    schema = model.model_json_schema(mode="validation")
+    _tidy(schema)
+    return schema
+
+
+def response_format(model: type[BaseModel]) -> dict[str, Any]:
+    """The ``response_format`` value asking the server to enforce `model`'s schema."""
+    return {"type": "json_schema", "json_schema": {"name": schema_name(model), "schema": json_schema(model),
+                                                   "strict": False}}
+
+
+def validate_output(model: type[BaseModel], data: Any) -> BaseModel:
+    """Check parsed model JSON against the contract; ModelInvalidOutputError names the first bad field."""
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(f"[{p}]" if isinstance(p, int) else str(p) for p in first.get("loc", ())).replace(".[", "[")
+        raise ModelInvalidOutputError(
+            f"Model output does not match {schema_name(model)}: '{where or '$'}' {first.get('msg', 'is invalid')}",
+            code="model_schema_invalid", field=where or None,
+        ) from None
+
+
+def is_valid(model: type[BaseModel], data: Any) -> bool:
+    try:
+        model.model_validate(data)
+    except ValidationError:
+        return False
+    return True
+
+
+def _tidy(node: Any) -> None:
+    """Drop pydantic's cosmetic keys (`title`) that only add tokens to every request."""
+    if isinstance(node, dict):
+        node.pop("title", None)
+        for key, value in node.items():
+            if key == "properties" and isinstance(value, dict):
+                for prop in value.values():
+                    _tidy(prop)
+            else:
+                _tidy(value)
+    elif isinstance(node, list):
+        for item in node:
+            _tidy(item)
