@@ -18,7 +18,7 @@ from diagnosis.llm.base import (
 )
 from diagnosis.llm.schemas import output_model, response_format, validate_output
 from diagnosis.redaction import redact_text, redact_value
-from diagnosis.tools.registry import ToolBox
+from diagnosis.tools.registry import ALLOWED_TOOLS, ToolBox
 
 CJK_RE = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]")
 MODEL_TOOL_OUTPUT_CHARS = 12_000  # what one tool result may take of the model's context
@@ -124,7 +124,7 @@ class AgentContext:
         started = time.perf_counter()
         wants_json = json_output and not tools
         contract = output_model(role, node)
-        schema = response_format(contract)["json_schema"] if contract is not None else None
+        schema = response_format(contract, tool_names=sorted(ALLOWED_TOOLS))["json_schema"] if contract is not None else None
         try:
             self.budget.check()
             reply = self.model.complete(ChatRequest(

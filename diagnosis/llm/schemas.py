@@ -33,39 +33,44 @@ def _max(n: int) -> dict[str, Any]:
     return {"maxItems": n}
 
 
+def _text(n: int, *, required: bool = False) -> Any:
+    """A string bounded on the wire only (a grammar stops there); the node validators truncate."""
+    return Field(json_schema_extra={"maxLength": n}) if required else Field(default="", json_schema_extra={"maxLength": n})
+
+
 # --- diagnosis flow -------------------------------------------------------------------------------
 
 
 class PlanStep(_Out):
-    tool: str
+    tool: str = _text(64, required=True)
     arguments: dict[str, Any] = Field(default_factory=dict)
-    purpose: str = ""
+    purpose: str = _text(300)
 
 
 class PlannerPlan(_Out):
     version: Literal["planner_plan_v1"] = "planner_plan_v1"
-    goal: str = ""
+    goal: str = _text(500)
     services: list[str] = Field(default_factory=list, json_schema_extra=_max(10))
     language: Optional[Literal["en", "zh"]] = None
     steps: list[PlanStep] = Field(json_schema_extra={**_max(12), "minItems": 1})
 
 
 class EvidenceBinding(_Out):
-    source_invocation_id: str
-    tool_name: str
-    raw_path: str
-    evidence_excerpt: str
+    source_invocation_id: str = _text(32, required=True)
+    tool_name: str = _text(64, required=True)
+    raw_path: str = _text(200, required=True)
+    evidence_excerpt: str = _text(400, required=True)
 
 
 class EvidenceClaim(_Out):
-    claim_id: str
-    statement: str = ""
+    claim_id: str = _text(32, required=True)
+    statement: str = _text(500)
     evidence: list[EvidenceBinding] = Field(json_schema_extra=_max(8))
 
 
 class ExecutorEvidence(_Out):
     version: Literal["executor_evidence_v2"]
-    summary: str = ""
+    summary: str = _text(2000)
     claims: list[EvidenceClaim] = Field(json_schema_extra=_max(20))
     open_questions: list[str] = Field(default_factory=list, json_schema_extra=_max(10))
 
@@ -78,14 +83,14 @@ class EvidenceRef(_Out):
 
 
 class ClaimCheck(_Out):
-    claim_id: str
+    claim_id: str = _text(32, required=True)
     supported: Optional[bool] = None
-    rationale: str = ""
+    rationale: str = _text(500)
     evidence_refs: list[EvidenceRef] = Field(default_factory=list, json_schema_extra=_max(8))
 
 
 class FactCheck(_Out):
-    fact: str = ""
+    fact: str = _text(300)
     consistent: Optional[bool] = None
 
 
@@ -95,7 +100,7 @@ class SuggestedQuery(_Out):
 
 
 class EvidenceGap(_Out):
-    gap: str
+    gap: str = _text(300, required=True)
     suggested_query: Optional[SuggestedQuery] = None
 
 
@@ -105,13 +110,13 @@ class VerifierVerdict(_Out):
     claim_checks: list[ClaimCheck] = Field(default_factory=list, json_schema_extra=_max(20))
     fact_checks: list[FactCheck] = Field(default_factory=list, json_schema_extra=_max(20))
     critical_evidence_gaps: list[EvidenceGap] = Field(default_factory=list, json_schema_extra=_max(5))
-    rationale: str = ""
+    rationale: str = _text(1000)
 
 
 # The composer's output contract, kept as one separate definition: the answer structure may change
 # (e.g. to root-cause and evidence claim ids plus next steps) by replacing this class alone.
 class ComposerAnswer(_Out):
-    answer_markdown: str = Field(min_length=1)
+    answer_markdown: str = Field(min_length=1, json_schema_extra={"maxLength": 6000})
     cited_invocation_ids: list[str] = Field(default_factory=list, json_schema_extra=_max(20))
 
 
@@ -120,9 +125,9 @@ class ComposerAnswer(_Out):
 
 class AlertTask(_Out):
     task_id: Optional[str] = None
-    service: str
+    service: str = _text(128, required=True)
     alert_ids: Any = Field(default=None, json_schema_extra={"type": "array", "items": {"type": "string"}, **_max(20)})
-    goal: str = ""
+    goal: str = _text(300)
 
 
 def _one_of(*values: str) -> Any:
@@ -132,7 +137,7 @@ def _one_of(*values: str) -> Any:
 
 class AiOpsDecision(_Out):
     decision: str = _one_of("PLAN", "EXECUTE", "FINISH")
-    rationale: str = ""
+    rationale: str = _text(500)
     plan: list[AlertTask] = Field(default_factory=list, json_schema_extra=_max(10))
     task_id: Optional[str] = None
     tool_budget: Any = Field(default=None, json_schema_extra={"type": "integer", "minimum": 1})
@@ -140,14 +145,14 @@ class AiOpsDecision(_Out):
 
 class AiOpsExecution(_Out):
     status: str = _one_of("COMPLETED", "PARTIAL", "FAILED")
-    summary: str = ""
+    summary: str = _text(2000)
     evidence: list[EvidenceClaim] = Field(default_factory=list, json_schema_extra=_max(20))
-    nextHint: str = ""  # noqa: N815 (the wire name)
+    nextHint: str = _text(500)  # noqa: N815 (the wire name)
 
 
 class AiOpsReport(_Out):
     status: Literal["FINISH"] = "FINISH"
-    report_markdown: str = Field(min_length=1)
+    report_markdown: str = Field(min_length=1, json_schema_extra={"maxLength": 8000})
 
 
 # --- registry -------------------------------------------------------------------------------------
@@ -174,17 +179,40 @@ def schema_name(model: type[BaseModel]) -> str:
     return f"{model.__name__}_{SCHEMA_VERSION}"
 
 
-def json_schema(model: type[BaseModel]) -> dict[str, Any]:
-    """The self-contained JSON Schema of `model` (``$defs`` inlined at the root as pydantic writes them)."""
+TOOL_NAME_FIELDS = ("tool", "tool_name")
+
+
+def json_schema(model: type[BaseModel], *, tool_names: list[str] | None = None) -> dict[str, Any]:
+    """The self-contained JSON Schema of `model` (``$defs`` inlined at the root as pydantic writes them);
+    with `tool_names`, every tool-name field may only hold one of them."""
     schema = model.model_json_schema(mode="validation")
     _tidy(schema)
+    if tool_names:
+        _restrict_tools(schema, sorted(tool_names))
     return schema
 
 
-def response_format(model: type[BaseModel]) -> dict[str, Any]:
+def response_format(model: type[BaseModel], *, tool_names: list[str] | None = None) -> dict[str, Any]:
     """The ``response_format`` value asking the server to enforce `model`'s schema."""
-    return {"type": "json_schema", "json_schema": {"name": schema_name(model), "schema": json_schema(model),
+    return {"type": "json_schema", "json_schema": {"name": schema_name(model),
+                                                   "schema": json_schema(model, tool_names=tool_names),
                                                    "strict": False}}
+
+
+def _restrict_tools(node: Any, names: list[str]) -> None:
+    if isinstance(node, dict):
+        for key, value in node.items():
+            if key == "properties" and isinstance(value, dict):
+                for prop, spec in value.items():
+                    if prop in TOOL_NAME_FIELDS and isinstance(spec, dict) and spec.get("type") == "string":
+                        spec["enum"] = names
+                    else:
+                        _restrict_tools(spec, names)
+            else:
+                _restrict_tools(value, names)
+    elif isinstance(node, list):
+        for item in node:
+            _restrict_tools(item, names)
 
 
 def validate_output(model: type[BaseModel], data: Any) -> BaseModel:

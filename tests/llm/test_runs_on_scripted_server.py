@@ -10,6 +10,7 @@ import pytest
 from diagnosis.llm import schemas
 from diagnosis.models import AgentStep, DiagnosisRun
 from diagnosis.services.runs import run_execute
+from diagnosis.tools.registry import ALLOWED_TOOLS
 from tests.diagnosis.conftest import demo_knowledge, fake_openai, make_run, openai_llm  # noqa: F401
 from tests.reliability.scripted import HAPPY, ROLES, script_happy
 from tests.support.fake_openai import Reply
@@ -34,7 +35,11 @@ def test_every_json_role_sends_its_schema_and_its_max_tokens(scripted, make_run,
                            ("composer", schemas.ComposerAnswer)):
         body = by_role[role][0].body
         assert body["response_format"]["json_schema"]["name"] == schemas.schema_name(contract), role
-        assert body["response_format"]["json_schema"]["schema"] == schemas.json_schema(contract)
+        schema = body["response_format"]["json_schema"]["schema"]
+        assert schema == schemas.json_schema(contract, tool_names=sorted(ALLOWED_TOOLS))
+    # The plan may only name tools of the allow-list.
+    plan_schema = by_role["planner"][0].body["response_format"]["json_schema"]["schema"]
+    assert plan_schema["$defs"]["PlanStep"]["properties"]["tool"]["enum"] == sorted(ALLOWED_TOOLS)
     assert by_role["planner"][0].body["max_tokens"] == 333
     assert by_role["verifier"][0].body["max_tokens"] == 444
     assert by_role["composer"][0].body["max_tokens"] == settings.LLM_MAX_TOKENS["composer"]
