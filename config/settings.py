@@ -147,9 +147,11 @@ OPENAI_MODELS = {
 LLM_CONNECT_TIMEOUT = env_float("LLM_CONNECT_TIMEOUT", 5.0, minimum=0.1, maximum=60)
 LLM_READ_TIMEOUT = env_float("LLM_READ_TIMEOUT", 60.0, minimum=0.1, maximum=600)
 LLM_MAX_RETRIES = env_int("LLM_MAX_RETRIES", 2, minimum=0, maximum=5)
-# How a JSON answer is asked for: the role's JSON Schema (enforced by the server), any JSON object,
-# or the prompt alone; a server that rejects one level gets the next. See docs/MODELS.md.
-LLM_STRUCTURED_OUTPUT = env_choice("LLM_STRUCTURED_OUTPUT", "json_schema", ("json_schema", "json_object", "prompt"))
+# How a JSON answer is asked for: the role's JSON Schema (OpenAI form, or llama-cpp-python's
+# json_object + schema), any JSON object, or the prompt alone; a server that rejects one level gets
+# the next. See docs/MODELS.md.
+LLM_STRUCTURED_OUTPUT = env_choice("LLM_STRUCTURED_OUTPUT", "json_schema",
+                                   ("json_schema", "json_object_schema", "json_object", "prompt"))
 # `content` of an assistant message that carries tool_calls: "" (works everywhere tested) or null.
 LLM_TOOL_CALL_CONTENT = env_choice("LLM_TOOL_CALL_CONTENT", "empty", ("empty", "null"))
 # Tokens one call may generate (max_tokens), per role.

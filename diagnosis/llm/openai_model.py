@@ -35,7 +35,13 @@ DEFAULT_BASE_URL = "https://api.openai.com/v1"
 DEFAULT_MODEL = "gpt-4o-mini"
 MAX_RETRIES_LIMIT = 5
 # How a JSON answer is asked for, strongest first; a server that rejects one level gets the next.
-STRUCTURED_OUTPUT_LEVELS = ("json_schema", "json_object", "prompt")
+#   json_schema         {"type": "json_schema", "json_schema": {name, schema, strict}}  (OpenAI, llama.cpp's
+#                       llama-server, vLLM, Ollama)
+#   json_object_schema  {"type": "json_object", "schema": {...}}  (llama-cpp-python's server, Anyscale-style)
+#   json_object         {"type": "json_object"}: some JSON object, any shape
+#   prompt              no response_format: the prompt alone asks for JSON
+STRUCTURED_OUTPUT_LEVELS = ("json_schema", "json_object_schema", "json_object", "prompt")
+SCHEMA_LEVELS = ("json_schema", "json_object_schema")  # the levels that make the server enforce the schema
 TOOL_CALL_CONTENT_MODES = ("empty", "null")  # `content` of an assistant message that carries tool_calls
 # Tokens one call may generate, per role (LLM_MAX_TOKENS_<ROLE>); a local server otherwise generates
 # up to its context size.
@@ -246,12 +252,14 @@ class OpenAIChatModel:
         structured = None
         if request.wants_json:
             structured = self.structured_output_in_use
-            if structured == "json_schema" and request.output_schema is None:
+            if structured in SCHEMA_LEVELS and request.output_schema is None:
                 structured = "json_object"  # nothing to enforce beyond "some JSON"
             if structured == "json_schema":
                 name, schema = request.output_schema
                 body["response_format"] = {"type": "json_schema",
                                            "json_schema": {"name": name, "schema": schema, "strict": False}}
+            elif structured == "json_object_schema":
+                body["response_format"] = {"type": "json_object", "schema": request.output_schema[1]}
             elif structured == "json_object":
                 # The provider also needs the word "JSON" in a message; the prompts carry it.
                 body["response_format"] = {"type": "json_object"}

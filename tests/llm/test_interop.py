@@ -69,7 +69,11 @@ def test_json_schema_sends_the_roles_schema(fake_openai, make_model):
     assert reply.structured_output == "json_schema"
 
 
-@pytest.mark.parametrize("level, expected", [("json_object", {"type": "json_object"}), ("prompt", None)])
+@pytest.mark.parametrize("level, expected", [
+    ("json_object_schema", {"type": "json_object", "schema": schemas.json_schema(schemas.PlannerPlan)}),
+    ("json_object", {"type": "json_object"}),
+    ("prompt", None),
+])
 def test_the_weaker_levels_are_sent_when_configured(fake_openai, make_model, level, expected):
     fake_openai.enqueue(Reply.json(PLAN))
     reply = make_model(structured_output=level).complete(ask("planner"))
@@ -77,21 +81,25 @@ def test_the_weaker_levels_are_sent_when_configured(fake_openai, make_model, lev
     assert reply.structured_output == level and reply.parse_json() == PLAN
 
 
-def test_a_server_that_rejects_json_schema_gets_json_object_then_the_prompt_alone(fake_openai, make_model):
+def test_a_server_that_rejects_each_level_gets_the_next_down_to_the_prompt_alone(fake_openai, make_model):
     fake_openai.enqueue(
         Reply.error(400, "response_format type json_schema is not supported by this server"),
+        # what llama-cpp-python's server (FastAPI) answers to a response_format it cannot parse
+        Reply.raw('{"detail": [{"type": "literal_error", "loc": ["body", "response_format", "type"], '
+                  '"msg": "Input should be \'text\' or \'json_object\'"}]}', status=422),
         Reply.error(400, "Invalid value for response_format: json_object"),
         Reply.json(PLAN),
         Reply.json(PLAN),
     )
     model = make_model(max_retries=0)
     reply = model.complete(ask("planner"))
-    sent = [request.body.get("response_format", {}).get("type") for request in fake_openai.requests]
-    assert sent == ["json_schema", "json_object", None]
-    assert reply.structured_output == "prompt" and reply.retried_errors == ("model_bad_request", "model_bad_request")
+    sent = [request.body.get("response_format") for request in fake_openai.requests]
+    assert [f and f["type"] for f in sent] == ["json_schema", "json_object", "json_object", None]
+    assert "schema" in sent[1] and "schema" not in sent[2]
+    assert reply.structured_output == "prompt" and len(reply.retried_errors) == 3
     # The weaker level sticks for the model's later calls: no rejected request is sent twice.
     model.complete(ask("verifier"))
-    assert "response_format" not in fake_openai.requests[3].body
+    assert "response_format" not in fake_openai.requests[4].body
     assert model.describe()["structured_output_in_use"] == "prompt"
 
 

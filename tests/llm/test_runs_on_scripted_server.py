@@ -53,6 +53,7 @@ def test_every_json_role_sends_its_schema_and_its_max_tokens(scripted, make_run,
 
 
 @pytest.mark.parametrize("level, sent", [("json_object", {"type": "json_object"}), ("prompt", None)])
+# (json_object_schema sends each role's schema inside json_object: tests/llm/test_interop.py)
 def test_the_structured_output_setting_reaches_every_json_role(scripted, make_run, settings, level, sent):  # noqa: F811
     settings.LLM_STRUCTURED_OUTPUT = level
     script_happy(scripted)
