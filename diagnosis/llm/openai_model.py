@@ -52,7 +52,10 @@ MIN_KEY_LENGTH_TO_SCRUB = 8  # shorter keys ("x", "EMPTY", "ollama") are placeho
 # A 4xx/5xx whose body says the request itself is wrong: sending it again cannot help.
 _INVALID_REQUEST_RE = re.compile(
     r"(?i)invalid[_ ]request|bad[_ ]request|validation error|unprocessable|invalid (?:value|type|parameter|argument|"
-    r"schema|grammar|message|content)|is not (?:a )?valid|not supported|unsupported|extra inputs are not permitted")
+    r"schema|grammar|message|content)|is not (?:a )?valid|not supported|unsupported|extra inputs are not permitted|"
+    # pydantic/FastAPI validation text that llama-cpp-python wraps into a 500, and the TypeError its chat
+    # template raises on a message field it cannot render: the same request fails the same way again.
+    r"input should be|field required|literal_error|TypeError|NoneType|can only concatenate")
 # ... and says it is the response_format that the server does not take: ask for the next weaker level.
 _RESPONSE_FORMAT_RE = re.compile(r"(?i)response_format|json_schema|json_object|grammar|guided|structured output")
 _SECRET_PATTERNS = (

@@ -171,6 +171,19 @@ def test_a_500_saying_the_request_is_invalid_is_not_retried(fake_openai, make_mo
     assert len(fake_openai.requests) == 1
 
 
+@pytest.mark.parametrize("message", [
+    # llama-cpp-python wraps request validation errors and chat-template errors into HTTP 500
+    "1 validation error: {'type': 'literal_error', 'loc': ('body', 'messages', 1, 'content'), "
+    "'msg': \"Input should be a valid string\"}",
+    'can only concatenate str (not "NoneType") to str',
+])
+def test_a_500_from_a_local_server_rejecting_the_request_is_not_retried(fake_openai, make_model, message):
+    fake_openai.always(Reply.error(500, message, type="internal_server_error"))
+    with pytest.raises(ModelNonRetryableError):
+        make_model(max_retries=2).complete(ask("simple", json=False))
+    assert len(fake_openai.requests) == 1
+
+
 def test_a_plain_500_is_still_retried(fake_openai, make_model):
     fake_openai.always(Reply.error(500, "upstream exploded"))
     with pytest.raises(ModelRetryableError):
