@@ -17,6 +17,7 @@ def test_the_offline_analyser_makes_no_unverified_claim_on_any_scenario(tmp_path
     call_command("eval_scenarios", "--out", str(tmp_path))
     report = json.loads((tmp_path / "evaluation.json").read_text())
     assert report["summary"]["runs"] == 20 and report["summary"]["complete"]  # ten scenarios, English and Chinese
+    assert report["summary"]["planner_schema_valid_rate"] == 1.0 and report["summary"]["runs_reaching_executor"] == 20
     assert len((tmp_path / "evaluation.jsonl").read_text().splitlines()) == 20
     assert report["summary"]["unsupported_claims"] == 0
     for row in report["scenarios"]:
@@ -26,6 +27,8 @@ def test_the_offline_analyser_makes_no_unverified_claim_on_any_scenario(tmp_path
         # Offline end to end on database rows: the composer answers, naming the ground-truth cause.
         assert row["verdict"] in ("PASS", "LOW_CONFID") and not row["fallback_used"], row
         assert row["root_cause_hit"], row
+        assert row["planner_calls"] >= 1 and row["planner_schema_valid"] == row["planner_calls"], row
+        assert row["reached_executor"] and row["tool_round_trips"] >= 1, row
         run = DiagnosisRun.objects.get(run_id=row["run_id"])
         assert run.orchestration_trace["final_node"] == "composer"
         cited = set(evaluation.INVOCATION_RE.findall(run.answer))
