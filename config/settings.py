@@ -154,6 +154,8 @@ LLM_STRUCTURED_OUTPUT = env_choice("LLM_STRUCTURED_OUTPUT", "json_schema",
                                    ("json_schema", "json_object_schema", "json_object", "prompt"))
 # `content` of an assistant message that carries tool_calls: "" (works everywhere tested) or null.
 LLM_TOOL_CALL_CONTENT = env_choice("LLM_TOOL_CALL_CONTENT", "empty", ("empty", "null"))
+# The request field that carries it: "max_tokens" (most servers) or "max_completion_tokens" (OpenAI o-series).
+LLM_MAX_TOKENS_PARAM = env_choice("LLM_MAX_TOKENS_PARAM", "max_tokens", ("max_tokens", "max_completion_tokens"))
 # Tokens one call may generate (max_tokens), per role.
 LLM_MAX_TOKENS = {
     role: env_int(f"LLM_MAX_TOKENS_{role.upper()}", default, minimum=16, maximum=32_768)

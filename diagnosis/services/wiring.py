@@ -32,6 +32,7 @@ def chat_model() -> ChatModel:
         "LLM_STRUCTURED_OUTPUT": settings.LLM_STRUCTURED_OUTPUT,
         "LLM_TOOL_CALL_CONTENT": settings.LLM_TOOL_CALL_CONTENT,
         "LLM_MAX_TOKENS": settings.LLM_MAX_TOKENS,
+        "OPENAI_MAX_TOKENS_PARAM": settings.LLM_MAX_TOKENS_PARAM,
     })
 
 
