@@ -115,3 +115,20 @@ def test_a_tool_round_trip_with_null_content_when_configured(scripted, make_run,
     assistant = [m for m in scripted.requests_for("executor")[1].messages if m["role"] == "assistant"]
     assert assistant[0]["content"] is None
     assert json.loads(HAPPY["planner"].content)["steps"]
+
+
+def test_an_alert_analysis_sends_each_phase_its_own_schema(scripted, alice, settings):  # noqa: F811
+    from diagnosis.services.aiops import aiops_submit
+    from tests.aiops.test_openai_model import PAYMENT, phase_payload, script
+
+    settings.LLM_MAX_TOKENS = {**settings.LLM_MAX_TOKENS, "aiops": 777}
+    script(scripted)
+    run = run_execute(run_id=aiops_submit(user=alice, payload={"alerts": PAYMENT}).run.run_id)
+    assert run.status == "SUCCESS"
+    names = {}
+    for request in scripted.requests_for("aiops"):
+        assert request.body["max_tokens"] == 777
+        if "response_format" in request.body:
+            names.setdefault(phase_payload(request)["phase"], set()).add(
+                request.body["response_format"]["json_schema"]["name"])
+    assert names["plan"] == {"AiOpsDecision_v1"} and names["report"] == {"AiOpsReport_v1"}
