@@ -18,10 +18,12 @@ from diagnosis.llm.base import (
 )
 from diagnosis.llm.schemas import output_model, response_format, validate_output
 from diagnosis.redaction import redact_text, redact_value
-from diagnosis.tools.registry import ALLOWED_TOOLS, ToolBox
+from diagnosis.tools.registry import ToolBox, openai_tool_specs
 
 CJK_RE = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]")
 MODEL_TOOL_OUTPUT_CHARS = 12_000  # what one tool result may take of the model's context
+# Each allowed tool's parameters: a plan step's (or suggested query's) arguments follow its tool's schema.
+TOOL_PARAMETERS = {spec["function"]["name"]: spec["function"]["parameters"] for spec in openai_tool_specs()}
 
 
 def question_language(text: str) -> str:
@@ -124,7 +126,7 @@ class AgentContext:
         started = time.perf_counter()
         wants_json = json_output and not tools
         contract = output_model(role, node)
-        schema = response_format(contract, tool_names=sorted(ALLOWED_TOOLS))["json_schema"] if contract is not None else None
+        schema = response_format(contract, tool_parameters=TOOL_PARAMETERS)["json_schema"] if contract is not None else None
         try:
             self.budget.check()
             reply = self.model.complete(ChatRequest(

@@ -16,6 +16,7 @@ vLLM, Ollama) enforce it regardless of `strict`.
 """
 from __future__ import annotations
 
+import copy
 from typing import Any, Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -182,21 +183,57 @@ def schema_name(model: type[BaseModel]) -> str:
 TOOL_NAME_FIELDS = ("tool", "tool_name")
 
 
-def json_schema(model: type[BaseModel], *, tool_names: list[str] | None = None) -> dict[str, Any]:
-    """The self-contained JSON Schema of `model` (``$defs`` inlined at the root as pydantic writes them);
-    with `tool_names`, every tool-name field may only hold one of them."""
+ARGUMENT_TEXT_LIMIT = 200  # maxLength of a string tool argument in a plan (wire schema only)
+
+
+def json_schema(model: type[BaseModel], *, tool_names: list[str] | None = None,
+                tool_parameters: dict[str, dict[str, Any]] | None = None) -> dict[str, Any]:
+    """The self-contained JSON Schema of `model` (``$defs`` inlined at the root as pydantic writes them).
+
+    With `tool_names`, every tool-name field may only hold one of them; with `tool_parameters`
+    (tool name -> its parameters schema), an object holding ``tool`` and ``arguments`` (a plan step, a
+    suggested query) becomes one alternative per tool whose arguments follow that tool's schema.
+    """
     schema = model.model_json_schema(mode="validation")
     _tidy(schema)
-    if tool_names:
-        _restrict_tools(schema, sorted(tool_names))
+    if tool_parameters:
+        _per_tool_arguments(schema, tool_parameters)
+    if tool_names or tool_parameters:
+        _restrict_tools(schema, sorted(tool_names or tool_parameters))
     return schema
 
 
-def response_format(model: type[BaseModel], *, tool_names: list[str] | None = None) -> dict[str, Any]:
+def response_format(model: type[BaseModel], *, tool_names: list[str] | None = None,
+                    tool_parameters: dict[str, dict[str, Any]] | None = None) -> dict[str, Any]:
     """The ``response_format`` value asking the server to enforce `model`'s schema."""
-    return {"type": "json_schema", "json_schema": {"name": schema_name(model),
-                                                   "schema": json_schema(model, tool_names=tool_names),
-                                                   "strict": False}}
+    schema = json_schema(model, tool_names=tool_names, tool_parameters=tool_parameters)
+    return {"type": "json_schema", "json_schema": {"name": schema_name(model), "schema": schema, "strict": False}}
+
+
+def _per_tool_arguments(schema: dict[str, Any], tool_parameters: dict[str, dict[str, Any]]) -> None:
+    for name, definition in list((schema.get("$defs") or {}).items()):
+        props = definition.get("properties") or {}
+        if "tool" not in props or "arguments" not in props:
+            continue
+        variants = []
+        for tool in sorted(tool_parameters):
+            arguments = _bounded_strings(copy.deepcopy(tool_parameters[tool]))
+            variants.append({**definition, "properties": {**props, "tool": {"const": tool, "type": "string"},
+                                                            "arguments": arguments},
+                             "required": sorted({*definition.get("required", []), "tool", "arguments"})})
+        schema["$defs"][name] = {"anyOf": variants}
+
+
+def _bounded_strings(node: Any) -> Any:
+    if isinstance(node, dict):
+        if node.get("type") == "string" and "enum" not in node and "maxLength" not in node:
+            node["maxLength"] = ARGUMENT_TEXT_LIMIT
+        for value in node.values():
+            _bounded_strings(value)
+    elif isinstance(node, list):
+        for item in node:
+            _bounded_strings(item)
+    return node
 
 
 def _restrict_tools(node: Any, names: list[str]) -> None:
@@ -204,7 +241,8 @@ def _restrict_tools(node: Any, names: list[str]) -> None:
         for key, value in node.items():
             if key == "properties" and isinstance(value, dict):
                 for prop, spec in value.items():
-                    if prop in TOOL_NAME_FIELDS and isinstance(spec, dict) and spec.get("type") == "string":
+                    if prop in TOOL_NAME_FIELDS and isinstance(spec, dict) and spec.get("type") == "string" \
+                            and "const" not in spec:
                         spec["enum"] = names
                     else:
                         _restrict_tools(spec, names)

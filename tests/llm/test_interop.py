@@ -127,6 +127,19 @@ def test_every_json_role_has_a_schema_that_its_example_output_satisfies():
     assert schemas.output_model("simple") is None
 
 
+def test_tool_arguments_in_the_wire_schema_follow_each_tools_schema():
+    params = {"query_logs": {"type": "object", "properties": {"service": {"type": "string"}},
+                             "required": ["service"], "additionalProperties": False},
+              "query_alerts": {"type": "object", "properties": {}, "additionalProperties": False}}
+    schema = schemas.json_schema(schemas.VerifierVerdict, tool_parameters=params)
+    variants = schema["$defs"]["SuggestedQuery"]["anyOf"]
+    assert [v["properties"]["tool"]["const"] for v in variants] == ["query_alerts", "query_logs"]
+    assert variants[1]["properties"]["arguments"]["properties"]["service"]["maxLength"] == schemas.ARGUMENT_TEXT_LIMIT
+    assert "maxLength" not in params["query_logs"]["properties"]["service"]  # the tool's own schema is untouched
+    # Tool-name fields elsewhere may only name those tools.
+    assert schema["$defs"]["EvidenceRef"]["properties"]["tool_name"]["enum"] == ["query_alerts", "query_logs"]
+
+
 def test_local_validation_names_the_first_bad_field():
     with pytest.raises(Exception) as caught:
         schemas.validate_output(schemas.PlannerPlan, {"steps": [{"purpose": "no tool"}]})

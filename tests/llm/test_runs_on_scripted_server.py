@@ -9,6 +9,7 @@ import pytest
 
 from diagnosis.llm import schemas
 from diagnosis.models import AgentStep, DiagnosisRun
+from diagnosis.agents.runtime import TOOL_PARAMETERS
 from diagnosis.services.runs import run_execute
 from diagnosis.tools.registry import ALLOWED_TOOLS
 from tests.diagnosis.conftest import demo_knowledge, fake_openai, make_run, openai_llm  # noqa: F401
@@ -36,10 +37,14 @@ def test_every_json_role_sends_its_schema_and_its_max_tokens(scripted, make_run,
         body = by_role[role][0].body
         assert body["response_format"]["json_schema"]["name"] == schemas.schema_name(contract), role
         schema = body["response_format"]["json_schema"]["schema"]
-        assert schema == schemas.json_schema(contract, tool_names=sorted(ALLOWED_TOOLS))
-    # The plan may only name tools of the allow-list.
+        assert schema == schemas.json_schema(contract, tool_parameters=TOOL_PARAMETERS)
+    # A plan step names a tool of the allow-list, with that tool's arguments.
     plan_schema = by_role["planner"][0].body["response_format"]["json_schema"]["schema"]
-    assert plan_schema["$defs"]["PlanStep"]["properties"]["tool"]["enum"] == sorted(ALLOWED_TOOLS)
+    variants = plan_schema["$defs"]["PlanStep"]["anyOf"]
+    assert [v["properties"]["tool"]["const"] for v in variants] == sorted(ALLOWED_TOOLS)
+    logs = next(v for v in variants if v["properties"]["tool"]["const"] == "query_logs")
+    assert logs["properties"]["arguments"]["required"] == ["service"]
+    assert logs["properties"]["arguments"]["additionalProperties"] is False
     assert by_role["planner"][0].body["max_tokens"] == 333
     assert by_role["verifier"][0].body["max_tokens"] == 444
     assert by_role["composer"][0].body["max_tokens"] == settings.LLM_MAX_TOKENS["composer"]
