@@ -42,6 +42,9 @@ MAX_RETRIES_LIMIT = 5
 #   prompt              no response_format: the prompt alone asks for JSON
 STRUCTURED_OUTPUT_LEVELS = ("json_schema", "json_object_schema", "json_object", "prompt")
 SCHEMA_LEVELS = ("json_schema", "json_object_schema")  # the levels that make the server enforce the schema
+# The level a server accepted after rejecting stronger ones, per (base URL, configured level): later
+# clients of the same process (one per run) start there instead of paying a rejected request each.
+_LEARNED_LEVELS: dict[tuple[str, str], int] = {}
 TOOL_CALL_CONTENT_MODES = ("empty", "null")  # `content` of an assistant message that carries tool_calls
 # Tokens one call may generate, per role (LLM_MAX_TOKENS_<ROLE>); a local server otherwise generates
 # up to its context size.
@@ -133,7 +136,8 @@ class OpenAIChatModel:
         self.max_tokens_param = max_tokens_param
         self.max_tokens = limits
         self.structured_output = structured_output  # the configured level, the strongest ever sent
-        self._structured_level = STRUCTURED_OUTPUT_LEVELS.index(structured_output)
+        self._structured_level = max(STRUCTURED_OUTPUT_LEVELS.index(structured_output),
+                                     _LEARNED_LEVELS.get((self.base_url, structured_output), 0))
         self.tool_call_content = tool_call_content
         self.backoff_base = backoff_base
         self.backoff_cap = backoff_cap
@@ -202,6 +206,7 @@ class OpenAIChatModel:
                 elif structured and self._weaker_format_helps(exc, error):
                     retried.append(error.code)
                     self._structured_level += 1
+                    _LEARNED_LEVELS[(self.base_url, self.structured_output)] = self._structured_level
                     body, structured = self._request_body(request, model_name)
                     continue
             if error is None:

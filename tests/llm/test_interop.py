@@ -101,6 +101,8 @@ def test_a_server_that_rejects_each_level_gets_the_next_down_to_the_prompt_alone
     model.complete(ask("verifier"))
     assert "response_format" not in fake_openai.requests[4].body
     assert model.describe()["structured_output_in_use"] == "prompt"
+    # ... and for the next client of the same server in this process (the next run).
+    assert make_model(max_retries=0).describe()["structured_output_in_use"] == "prompt"
 
 
 def test_a_bad_request_about_something_else_is_not_downgraded(fake_openai, make_model):
