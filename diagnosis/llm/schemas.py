@@ -45,15 +45,17 @@ def _text(n: int, *, required: bool = False) -> Any:
 class PlanStep(_Out):
     tool: str = _text(64, required=True)
     arguments: dict[str, Any] = Field(default_factory=dict)
-    purpose: str = _text(300)
+    purpose: str = _text(160)
 
 
 class PlannerPlan(_Out):
     version: Literal["planner_plan_v1"] = "planner_plan_v1"
-    goal: str = _text(500)
-    services: list[str] = Field(default_factory=list, json_schema_extra=_max(10))
+    goal: str = _text(240)
+    services: list[str] = Field(default_factory=list, json_schema_extra=_max(5))
     language: Optional[Literal["en", "zh"]] = None
-    steps: list[PlanStep] = Field(json_schema_extra={**_max(12), "minItems": 1})
+    # At most 5 steps on the wire: a grammar-constrained small model fills every bound it is given, and
+    # must still close the JSON within max_tokens (the node validator accepts up to 12 from any model).
+    steps: list[PlanStep] = Field(json_schema_extra={**_max(5), "minItems": 1})
 
 
 class EvidenceBinding(_Out):
@@ -108,10 +110,10 @@ class EvidenceGap(_Out):
 class VerifierVerdict(_Out):
     verdict: Literal["PASS", "LOW_CONFID", "REJECT"]
     score: Optional[float] = Field(default=None, json_schema_extra={"minimum": 0.0, "maximum": 1.0})
-    claim_checks: list[ClaimCheck] = Field(default_factory=list, json_schema_extra=_max(20))
-    fact_checks: list[FactCheck] = Field(default_factory=list, json_schema_extra=_max(20))
-    critical_evidence_gaps: list[EvidenceGap] = Field(default_factory=list, json_schema_extra=_max(5))
-    rationale: str = _text(1000)
+    claim_checks: list[ClaimCheck] = Field(default_factory=list, json_schema_extra=_max(10))
+    fact_checks: list[FactCheck] = Field(default_factory=list, json_schema_extra=_max(5))
+    critical_evidence_gaps: list[EvidenceGap] = Field(default_factory=list, json_schema_extra=_max(3))
+    rationale: str = _text(400)
 
 
 # The composer's output contract, kept as one separate definition: the answer structure may change
@@ -183,7 +185,7 @@ def schema_name(model: type[BaseModel]) -> str:
 TOOL_NAME_FIELDS = ("tool", "tool_name")
 
 
-ARGUMENT_TEXT_LIMIT = 200  # maxLength of a string tool argument in a plan (wire schema only)
+ARGUMENT_TEXT_LIMIT = 100  # maxLength of a string tool argument in a plan (wire schema only)
 
 
 def json_schema(model: type[BaseModel], *, tool_names: list[str] | None = None,

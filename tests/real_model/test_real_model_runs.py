@@ -52,8 +52,8 @@ def real_llm(settings, real_model_server):
     settings.LLM_MAX_RETRIES = 1
     settings.DIAGNOSIS_MAX_SECONDS = MAX_SECONDS
     settings.DIAGNOSIS_MAX_TOOL_CALLS = 3
-    settings.LLM_MAX_TOKENS = {"planner": 384, "executor": 512, "verifier": 384, "composer": 512,
-                               "simple": 128, "aiops": 512}
+    settings.LLM_MAX_TOKENS = {"planner": 512, "executor": 256, "verifier": 512, "composer": 384,
+                               "simple": 96, "aiops": 384}
     return real_model_server
 
 
