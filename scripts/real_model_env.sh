@@ -12,9 +12,14 @@ VENV="$ROOT/venv-llama${LLAMA_VERSION}-gemma${GGUF_VERSION}"
 if [ -x "$VENV/bin/python" ] && [ -f "$VENV/.complete" ]; then
   echo "$VENV"; exit 0
 fi
-for tool in cmake g++ make; do
-  command -v "$tool" >/dev/null || { echo "real-model env: $tool is missing (scripts/bootstrap.sh installs it)" >&2; exit 1; }
-done
+if ! command -v cmake >/dev/null || ! command -v g++ >/dev/null || ! command -v make >/dev/null; then
+  if command -v apt-get >/dev/null && [ "$(id -u)" = 0 ]; then
+    echo "real-model env: installing the C++ toolchain (cmake, g++, make)" >&2
+    apt-get update -qq >&2 && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq cmake g++ make >&2
+  else
+    echo "real-model env: cmake, g++ and make are needed to build llama-cpp-python; install them" >&2; exit 1
+  fi
+fi
 mkdir -p "$ROOT"
 rm -rf "$VENV"
 python3 -m venv "$VENV"
