@@ -3,7 +3,7 @@ PY := .venv/bin/python
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: run test bootstrap worker bench clean
+.PHONY: run test bootstrap worker up bench clean
 
 run:
 	@scripts/bootstrap.sh run
@@ -18,6 +18,15 @@ test:
 worker:
 	@scripts/bootstrap.sh run
 	.venv/bin/celery -A config worker -l INFO -Q diagnosis,maintenance
+
+# The whole stack (Procfile: web on gunicorn/uvicorn, worker, beat) against local MariaDB and Redis,
+# after the release step (migrate + collectstatic). Override DATABASE_URL / REDIS_URL as needed.
+up: export DATABASE_URL ?= mysql://root@127.0.0.1:3306/aiops
+up: export REDIS_URL ?= redis://127.0.0.1:6379/0
+up:
+	@scripts/bootstrap.sh run
+	PATH="$(CURDIR)/.venv/bin:$$PATH" .venv/bin/honcho start release
+	PATH="$(CURDIR)/.venv/bin:$$PATH" .venv/bin/honcho start -p $(PORT) web worker beat
 
 bench:
 	@scripts/bootstrap.sh test
