@@ -3,6 +3,7 @@ SQLite in var/, eager Celery, locmem cache, DEBUG on, the offline model and the 
 
 from __future__ import annotations
 
+import ipaddress
 from pathlib import Path
 
 from django.core.exceptions import ImproperlyConfigured
@@ -269,6 +270,13 @@ SSE_POLL_SECONDS = env_float("SSE_POLL_SECONDS", 0.25, minimum=0.05, maximum=10)
 # comma-separated CIDRs). With neither set it answers 404: metrics are never public by default.
 METRICS_TOKEN = env_str("METRICS_TOKEN")
 METRICS_ALLOWED_NETWORKS = env_list("METRICS_ALLOWED_NETWORKS", [])
+for _network in METRICS_ALLOWED_NETWORKS:
+    try:
+        ipaddress.ip_network(_network, strict=False)
+    except ValueError:
+        raise ImproperlyConfigured(
+            f"METRICS_ALLOWED_NETWORKS entry {_network!r} is not an address or network (e.g. 10.0.0.0/8)."
+        ) from None
 # LOG_FORMAT=json: one JSON object per line, with run_id and session_id while a run executes.
 LOG_FORMAT = env_choice("LOG_FORMAT", "plain", ("plain", "json"))
 LOGGING["formatters"]["json"] = {"()": "diagnosis.observability.logs.JsonFormatter"}

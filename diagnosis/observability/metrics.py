@@ -99,8 +99,19 @@ def _record_run(run) -> None:
                 GATEKEEPER_CLAIMS.labels(str(claim.get("reason_code"))).inc()
 
 
+_step_roles: dict[int, str] = {}  # step id -> role, between a model call's start and finish
+
+
 @_safe
-def model_call(*, role: str, model: str, status: str, duration_ms: int | None, usage) -> None:
+def model_call_started(step_id: int, *, role: str) -> None:
+    if len(_step_roles) > 10_000:  # steps that never finished (a crashed run) must not accumulate
+        _step_roles.clear()
+    _step_roles[step_id] = role
+
+
+@_safe
+def model_call(step_id: int, *, model: str, status: str, duration_ms: int | None, usage) -> None:
+    role = _step_roles.pop(step_id, "unknown")
     model = (model or "unknown")[:128]
     MODEL_CALLS.labels(role, model, status).inc()
     if duration_ms is not None:
@@ -111,7 +122,8 @@ def model_call(*, role: str, model: str, status: str, duration_ms: int | None, u
 
 
 @_safe
-def tool_call(*, tool: str, backend: str, status: str, duration_ms: int | None) -> None:
+def tool_call(*, tool: str, result, status: str, duration_ms: int | None) -> None:
+    backend = str(result.get("backend") or "internal")[:64] if isinstance(result, dict) else "internal"
     TOOL_CALLS.labels(tool, backend, status).inc()
     if duration_ms is not None:
         TOOL_LATENCY.labels(tool, backend).observe(duration_ms / 1000)
