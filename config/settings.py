@@ -283,6 +283,7 @@ LOGGING["formatters"]["json"] = {"()": "diagnosis.observability.logs.JsonFormatt
 LOGGING["filters"] = {"run_context": {"()": "diagnosis.observability.logs.RunContextFilter"}}
 LOGGING["handlers"]["console"]["formatter"] = LOG_FORMAT
 LOGGING["handlers"]["console"]["filters"] = ["run_context"]
+CELERY_WORKER_HIJACK_ROOT_LOGGER = LOG_FORMAT != "json"  # JSON: workers keep this LOGGING configuration
 # OTEL_EXPORTER_OTLP_ENDPOINT set: every run is exported as an OpenTelemetry trace (OTLP over HTTP).
 OTEL_EXPORTER_OTLP_ENDPOINT = env_url("OTEL_EXPORTER_OTLP_ENDPOINT", None)
 OTEL_SERVICE_NAME = env_str("OTEL_SERVICE_NAME", "aiops-diagnosis")
