@@ -192,6 +192,7 @@ STATIC_ROOT = Path(env_str("STATIC_ROOT", str(VAR_DIR / "static")))
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
         "rest_framework.authentication.TokenAuthentication",
+        "diagnosis.api.auth.BearerTokenAuthentication",  # the same tokens, as Alertmanager sends them
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],

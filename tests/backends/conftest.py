@@ -86,7 +86,7 @@ def _has_samples_and_firing_alert(url: str) -> bool:
     return has_up and firing
 
 
-def _start_prometheus(workdir: Path, extra: str = ""):
+def _start_prometheus(workdir: Path, extra: str = "", args: tuple[str, ...] = ()):
     """Start prometheus; return (process, url, log path) or raise RuntimeError. `extra` is appended to the
     configuration: further `scrape_configs` items first, then other top-level keys (e.g. `alerting:`)."""
     port = free_port()
@@ -105,6 +105,7 @@ def _start_prometheus(workdir: Path, extra: str = ""):
             f"--web.listen-address={addr}",
             f"--storage.tsdb.path={workdir / 'data'}",
             "--log.level=warn",
+            *args,
         ],
         stdin=subprocess.DEVNULL,
         stdout=log,
