@@ -18,7 +18,7 @@ from rest_framework.views import APIView
 
 from diagnosis.api.chat import (
     SUBMISSION_ERRORS, ChatThrottle, EventStreamRenderer, RunOutput, _sse, event_stream, is_asgi, live_stream,
-    run_links, run_summary, sse_response, stream_slot_or_429, submission_error_response,
+    release_request_connections, run_links, run_summary, sse_response, stream_slot_or_429, submission_error_response,
 )
 from diagnosis.api.errors import ApiError
 from diagnosis.models import DiagnosisRun
@@ -141,6 +141,7 @@ class AiOpsView(APIView):
             request.accepted_renderer, request.accepted_media_type = JSONRenderer(), "application/json"
             return Response(run_summary(request, run), status=202)
         meta = metadata(request, run)
-        if is_asgi(request):  # the stream holds no thread while the run executes
+        if is_asgi(request):  # the stream holds no thread (nor database connection) while the run executes
+            release_request_connections(request)
             return sse_response(live_stream(run, 0, slot=slot, prefix=(_sse(None, "metadata", meta),)))
         return sse_response(aiops_stream(run, meta, slot=slot))

@@ -14,6 +14,7 @@ import time
 from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.core.handlers.asgi import ASGIRequest
+from django.db import connections
 from django.http import StreamingHttpResponse
 from django.urls import reverse
 from django.views.decorators.csrf import csrf_exempt
@@ -136,6 +137,7 @@ class ChatView(APIView):
         response = Response(run_summary(request, run), status=200 if run.is_terminal else 202)
         if values["wait"] and not run.is_terminal:
             response.wait_for_run_pk = run.pk  # chat_view waits, without holding a thread, then answers
+            release_request_connections(request)
         return response
 
 
@@ -213,7 +215,7 @@ async def live_stream(run: DiagnosisRun, after: int, *, slot: tuple[int, str] | 
                     await sync_to_async(stream_slots.renew, thread_sensitive=False)(*slot)
                 yield ": keep-alive\n\n"
             elif event.kind == "finished":
-                yield await sync_to_async(_final_status)(run)
+                yield await sync_to_async(_final_status, thread_sensitive=False)(run)
                 return
             else:
                 yield _sse(event.seq, event.kind, {**event.data, "runId": run.run_id})
@@ -256,6 +258,13 @@ def event_stream(run: DiagnosisRun, after: int, *, slot: tuple[int, str] | None 
 
 def is_asgi(request) -> bool:
     return isinstance(getattr(request, "_request", request), ASGIRequest)
+
+
+def release_request_connections(request) -> None:
+    """Under ASGI, before a long wait or stream: close this request thread's database connections, so
+    an open stream holds none (its reads use a shared pool; see live_progress)."""
+    if is_asgi(request):
+        connections.close_all()
 
 
 def stream_slot_or_429(request) -> tuple[int, str]:
@@ -308,6 +317,7 @@ class RunEventsView(JsonErrorsMixin, APIView):
         after = last_event_id(request)
         slot = stream_slot_or_429(request)
         if is_asgi(request):
+            release_request_connections(request)
             return sse_response(live_stream(run, after, slot=slot))
         return sse_response(event_stream(run, after, slot=slot))
 

@@ -22,7 +22,7 @@ from typing import AsyncIterator
 
 from asgiref.sync import sync_to_async
 from django.conf import settings
-from django.db import transaction
+from django.db import close_old_connections, transaction
 
 from diagnosis.models import DiagnosisRun, RunEvent
 
@@ -88,16 +88,20 @@ def publish_event(run_pk: int, seq: int, kind: str, data: dict) -> None:
 
 # --------------------------------------------------------------------------------------- reading
 def _replay_page(run_pk: int, after: int) -> list[LiveEvent]:
+    close_old_connections()  # a shared pool thread: drop a connection past CONN_MAX_AGE or broken
     rows = RunEvent.objects.filter(run_id=run_pk, seq__gt=after).order_by("seq").values_list("seq", "kind", "data")
     return [LiveEvent(seq, kind, data) for seq, kind, data in rows[:REPLAY_PAGE]]
 
 
 def _run_terminal(run_pk: int) -> bool:
+    close_old_connections()
     return DiagnosisRun.objects.filter(pk=run_pk).values_list("status", flat=True).first() in TERMINAL
 
 
-_replay = sync_to_async(_replay_page)
-_terminal = sync_to_async(_run_terminal)
+# Not thread-sensitive: every stream shares the small default thread pool, so open streams hold no
+# database connection of their own (a per-request thread would keep one open per stream).
+_replay = sync_to_async(_replay_page, thread_sensitive=False)
+_terminal = sync_to_async(_run_terminal, thread_sensitive=False)
 
 
 async def _replay_all(run_pk: int, after: int) -> AsyncIterator[LiveEvent]:
