@@ -80,12 +80,15 @@ class Streams:
     def __init__(self, base: str, token: str, run_ids: list[str], clients: int):
         self.base, self.token, self.run_ids, self.clients = base, token, run_ids, clients
         self.connected = 0
+        self.refused: list[int] = []
         self.latencies: list[float] = []
         self.tasks: list[asyncio.Task] = []
 
     async def _one(self, http: httpx.AsyncClient, run_id: str):
         async with http.stream("GET", f"/api/runs/{run_id}/events", headers={"Accept": "text/event-stream"}) as response:
-            assert response.status_code == 200, response.status_code
+            if response.status_code != 200:
+                self.refused.append(response.status_code)
+                return
             async for line in response.aiter_lines():
                 if line.startswith("retry:"):
                     self.connected += 1
@@ -102,9 +105,9 @@ class Streams:
                       for i in range(self.clients)]
         deadline = time.monotonic() + 120
         while self.connected < self.clients:
-            failed = [t for t in self.tasks if t.done()]
-            if failed:
-                failed[0].result()
+            if self.connected + len(self.refused) >= self.clients:
+                raise RuntimeError(f"{len(self.refused)} of {self.clients} streams refused (HTTP {sorted(set(self.refused))}), "
+                                   f"{self.connected} open")
             if time.monotonic() > deadline:
                 raise RuntimeError(f"only {self.connected}/{self.clients} streams connected")
             await asyncio.sleep(0.1)
@@ -126,7 +129,11 @@ async def measure(base: str, token: str, run_pks: list[int], run_ids: list[str],
             return (await http.get(base + "/bench/queries")).json()["queries"]
 
     streams = Streams(base, token, run_ids, args.clients)
-    await streams.open()
+    try:
+        await streams.open()
+    except RuntimeError:
+        await streams.close()
+        raise
     await asyncio.sleep(1)
     before = await queries()
     await asyncio.sleep(args.idle_seconds)
@@ -192,9 +199,10 @@ def main() -> None:
             try:
                 result = asyncio.run(measure(f"http://127.0.0.1:{port}", token, [r.pk for r in runs],
                                              [r.run_id for r in runs], args))
-            except Exception:
-                print(f"{name}: the server's log ends with:\n{log.read_text()[-3000:]}", file=sys.stderr)
-                raise
+            except RuntimeError as exc:
+                errors = sorted({line for line in log.read_text().splitlines() if "Error" in line})[-3:]
+                print(f"{name:14} FAILED: {exc}; server errors: {errors}", flush=True)
+                continue
             finally:
                 stop_server(proc)
             print(f"{name:14} {result['idle_queries_per_stream_minute']:>20.1f} {result['health_p50_ms']:>9.1f}ms "
