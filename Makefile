@@ -23,8 +23,10 @@ worker:
 # after the release step (migrate + collectstatic). Override DATABASE_URL / REDIS_URL as needed.
 up: export DATABASE_URL ?= mysql://root@127.0.0.1:3306/aiops
 up: export REDIS_URL ?= redis://127.0.0.1:6379/0
+up: export PROMETHEUS_MULTIPROC_DIR ?= $(CURDIR)/var/prometheus
 up:
 	@scripts/bootstrap.sh run
+	mkdir -p "$$PROMETHEUS_MULTIPROC_DIR" && find "$$PROMETHEUS_MULTIPROC_DIR" -maxdepth 1 -name '*.db' -delete
 	PATH="$(CURDIR)/.venv/bin:$$PATH" .venv/bin/honcho start release
 	PATH="$(CURDIR)/.venv/bin:$$PATH" .venv/bin/honcho start -p $(PORT) web worker beat
 
