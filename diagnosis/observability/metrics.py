@@ -19,6 +19,8 @@ from prometheus_client import (
 logger = logging.getLogger(__name__)
 
 NAMESPACE = "aiops"
+if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):  # multi-process mode writes there from the first metric on
+    os.makedirs(os.environ["PROMETHEUS_MULTIPROC_DIR"], exist_ok=True)
 SECONDS = (0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600)
 FAST_SECONDS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
 

@@ -58,17 +58,19 @@ def channel_for(run_pk: int) -> str:
 
 # --------------------------------------------------------------------------------------- publishing
 _client_lock = threading.Lock()
-_client = None
+_clients: dict[str, object] = {}
 
 
 def _redis():
-    global _client
+    """One client (a connection pool, fork-safe) per Redis URL."""
     with _client_lock:
-        if _client is None:
+        client = _clients.get(settings.REDIS_URL)
+        if client is None:
             import redis
 
-            _client = redis.Redis.from_url(settings.REDIS_URL, socket_connect_timeout=2, socket_timeout=2)
-        return _client
+            client = redis.Redis.from_url(settings.REDIS_URL, socket_connect_timeout=2, socket_timeout=2)
+            _clients[settings.REDIS_URL] = client
+        return client
 
 
 def _publish_now(run_pk: int, message: str) -> None:
@@ -121,8 +123,17 @@ async def live_events(run_pk: int, after: int, *, max_seconds: float | None = No
     without a terminal event after `after`."""
     max_seconds = settings.SSE_MAX_SECONDS if max_seconds is None else max_seconds
     heartbeat = settings.SSE_HEARTBEAT_SECONDS if heartbeat is None else heartbeat
-    source = _pushed if settings.REDIS_URL else _polled
-    async for event in source(run_pk, after, max_seconds=max_seconds, heartbeat=heartbeat):
+    if settings.REDIS_URL:
+        from redis.exceptions import RedisError
+
+        try:
+            async for event in _pushed(run_pk, after, max_seconds=max_seconds, heartbeat=heartbeat):
+                after = event.seq if event.seq is not None else after
+                yield event
+            return
+        except (RedisError, OSError) as exc:  # Redis went away: the database still has every event
+            logger.warning("live progress of run pk=%s: Redis unavailable (%s); polling the database", run_pk, exc)
+    async for event in _polled(run_pk, after, max_seconds=max_seconds, heartbeat=heartbeat):
         yield event
 
 
@@ -252,16 +263,19 @@ class StreamSlots:
         expiry = now + self.lease_seconds()
         if settings.REDIS_URL:
             key = self._key(user_id)
-            pipe = _redis().pipeline()
-            pipe.zremrangebyscore(key, "-inf", now)
-            pipe.zadd(key, {token: expiry})
-            pipe.zcard(key)
-            pipe.expire(key, int(self.lease_seconds()) + 1)
-            count = pipe.execute()[2]
-            if count > cap:
-                _redis().zrem(key, token)
-                return None
-            return token
+            try:
+                pipe = _redis().pipeline()
+                pipe.zremrangebyscore(key, "-inf", now)
+                pipe.zadd(key, {token: expiry})
+                pipe.zcard(key)
+                pipe.expire(key, int(self.lease_seconds()) + 1)
+                count = pipe.execute()[2]
+                if count > cap:
+                    _redis().zrem(key, token)
+                    return None
+                return token
+            except Exception as exc:  # Redis down: count this process's streams instead of refusing them all
+                logger.warning("stream slots: Redis unavailable (%s); counting in this process", exc)
         with self._lock:
             slots = {t: e for t, e in self._local.get(user_id, {}).items() if e > now}
             if len(slots) >= cap:
@@ -275,9 +289,11 @@ class StreamSlots:
         expiry = time.time() + self.lease_seconds()
         if settings.REDIS_URL:
             key = self._key(user_id)
-            _redis().zadd(key, {token: expiry}, xx=True)
-            _redis().expire(key, int(self.lease_seconds()) + 1)
-            return
+            try:
+                _redis().zadd(key, {token: expiry}, xx=True)
+                _redis().expire(key, int(self.lease_seconds()) + 1)
+            except Exception as exc:
+                logger.warning("could not renew a stream slot: %s", exc)
         with self._lock:
             if token in self._local.get(user_id, {}):
                 self._local[user_id][token] = expiry
@@ -288,14 +304,16 @@ class StreamSlots:
                 _redis().zrem(self._key(user_id), token)
             except Exception as exc:  # the lease expires by itself
                 logger.warning("could not release a stream slot: %s", exc)
-            return
         with self._lock:
             self._local.get(user_id, {}).pop(token, None)
 
     def open_count(self, user_id: int) -> int:
         now = time.time()
         if settings.REDIS_URL:
-            return int(_redis().zcount(self._key(user_id), now, "+inf"))
+            try:
+                return int(_redis().zcount(self._key(user_id), now, "+inf"))
+            except Exception as exc:
+                logger.warning("stream slots: Redis unavailable (%s); counting in this process", exc)
         with self._lock:
             return sum(1 for e in self._local.get(user_id, {}).values() if e > now)
 

@@ -9,8 +9,6 @@ import asyncio
 
 import pytest
 from asgiref.sync import async_to_sync
-from django.db import connection
-from django.test.utils import CaptureQueriesContext
 
 from diagnosis.models import DiagnosisRun
 from diagnosis.services import live_progress
@@ -99,12 +97,22 @@ def test_an_idle_stream_sends_heartbeats(running_run):
 
 
 @pytest.mark.services
-def test_with_redis_an_idle_stream_makes_no_database_query_after_the_replay(running_run):
-    with CaptureQueriesContext(connection) as queries:
-        events = collect(running_run.pk, 0, heartbeat=0.2, stop_after_heartbeats=5)
+def test_with_redis_an_idle_stream_makes_no_database_query_after_the_replay(running_run, monkeypatch):
+    from django.db.backends import utils
+
+    queries, real = [], utils.CursorWrapper._execute_with_wrappers
+
+    def counting(self, sql, *args, **kwargs):  # every thread's connection (the reads use a shared pool)
+        queries.append(sql)
+        return real(self, sql, *args, **kwargs)
+
+    monkeypatch.setattr(utils.CursorWrapper, "_execute_with_wrappers", counting)
+    events = collect(running_run.pk, 0, heartbeat=0.2, stop_after_heartbeats=5)
     assert [e.kind for e in events] == ["heartbeat"] * 5
-    # The replay (one query) and the terminal check (one query); then only the channel.
-    assert len(queries) == 2, [q["sql"] for q in queries]
+    # The replay (one query) and the terminal check (one query); then only the channel. (A new pool
+    # thread's connection also runs its set-up statements: they read no table.)
+    reads = [sql for sql in queries if "run_event" in sql or "diagnosis_run" in sql]
+    assert len(reads) == 2, queries
 
 
 @pytest.mark.services
@@ -144,3 +152,16 @@ def test_the_stream_cap_refuses_beyond_the_limit_and_a_release_frees_a_slot(alic
     for token in (second, third):
         stream_slots.release(alice.pk, token)
     assert stream_slots.open_count(alice.pk) == 0
+
+
+def test_with_redis_unreachable_streams_and_the_cap_fall_back_to_the_database(running_run, alice, settings):
+    from tests.support.server import free_port
+
+    settings.REDIS_URL = f"redis://127.0.0.1:{free_port()}/0"  # nothing listens there
+    write(running_run.pk, "node", {"node": "planner"})  # its publish fails; the row is written
+    write(running_run.pk, "status", {"status": "SUCCESS"})
+    events = collect(running_run.pk, 0)
+    assert [(e.seq, e.kind) for e in events] == [(1, "node"), (2, "status")]
+    token = stream_slots.acquire(alice.pk)
+    assert token is not None and stream_slots.open_count(alice.pk) == 1  # counted in this process
+    stream_slots.release(alice.pk, token)
