@@ -37,7 +37,9 @@ from diagnosis.services.strategy import MODES
 
 logger = logging.getLogger(__name__)
 
-LAST_EVENT_ID_MAX_DIGITS = 10  # seq is a 32-bit column; the bound also keeps int() away from huge inputs
+# Far beyond any seq (a larger id just resumes after everything); the bound keeps int() away from
+# megabyte-long digit strings (Python refuses over 4,300 digits: it would be a 500).
+LAST_EVENT_ID_MAX_DIGITS = 32
 
 
 def run_links(request, run: DiagnosisRun) -> dict:
