@@ -3,7 +3,7 @@ PY := .venv/bin/python
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: run test test-explore test-real-model bootstrap worker bench clean
+.PHONY: run test test-explore test-real-model bootstrap worker up bench clean
 
 run:
 	@scripts/bootstrap.sh run
@@ -30,6 +30,17 @@ test-real-model:
 worker:
 	@scripts/bootstrap.sh run
 	.venv/bin/celery -A config worker -l INFO -Q diagnosis,maintenance
+
+# The whole stack (Procfile: web on gunicorn/uvicorn, worker, beat) against local MariaDB and Redis,
+# after the release step (migrate + collectstatic). Override DATABASE_URL / REDIS_URL as needed.
+up: export DATABASE_URL ?= mysql://root@127.0.0.1:3306/aiops
+up: export REDIS_URL ?= redis://127.0.0.1:6379/0
+up: export PROMETHEUS_MULTIPROC_DIR ?= $(CURDIR)/var/prometheus
+up:
+	@scripts/bootstrap.sh run
+	mkdir -p "$$PROMETHEUS_MULTIPROC_DIR" && find "$$PROMETHEUS_MULTIPROC_DIR" -maxdepth 1 -name '*.db' -delete
+	PATH="$(CURDIR)/.venv/bin:$$PATH" .venv/bin/honcho start release
+	PATH="$(CURDIR)/.venv/bin:$$PATH" .venv/bin/honcho start -p $(PORT) web worker beat
 
 bench:
 	@scripts/bootstrap.sh test

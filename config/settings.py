@@ -3,6 +3,7 @@ SQLite in var/, eager Celery, locmem cache, DEBUG on, the offline model and the 
 
 from __future__ import annotations
 
+import ipaddress
 from pathlib import Path
 
 from django.core.exceptions import ImproperlyConfigured
@@ -45,6 +46,7 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",  # static files (the admin's CSS) in production
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -200,11 +202,12 @@ TIME_ZONE = "UTC"
 USE_I18N = True
 USE_TZ = True
 STATIC_URL = "static/"
-STATIC_ROOT = VAR_DIR / "static"
+STATIC_ROOT = Path(env_str("STATIC_ROOT", str(VAR_DIR / "static")))
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
         "rest_framework.authentication.TokenAuthentication",
+        "diagnosis.api.auth.BearerTokenAuthentication",  # the same tokens, as Alertmanager sends them
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
@@ -259,3 +262,44 @@ CELERY_BEAT_SCHEDULE = {
         "options": {"expires": RUN_LEASE_SECONDS / 2},
     },
 }
+
+# --- Production server, live progress and observability ---------------------------------------------
+# Static files: `manage.py collectstatic` (the release step) writes hashed, compressed copies to
+# STATIC_ROOT; whitenoise serves them from the web process. DEBUG keeps the finder-based serving.
+STATIC_ROOT.mkdir(parents=True, exist_ok=True)  # whitenoise scans it at start-up
+WHITENOISE_USE_FINDERS = DEBUG  # DEBUG: app static files without collectstatic, as the development server does
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {
+        "BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage" if DEBUG
+        else "whitenoise.storage.CompressedManifestStaticFilesStorage",
+    },
+}
+# Server-Sent Events: a heartbeat comment every SSE_HEARTBEAT_SECONDS, a stream closes after
+# SSE_MAX_SECONDS (clients resume with Last-Event-ID), SSE_MAX_STREAMS_PER_USER open at once (429).
+SSE_HEARTBEAT_SECONDS = env_float("SSE_HEARTBEAT_SECONDS", 15.0, minimum=0.1, maximum=300)
+SSE_MAX_SECONDS = env_int("SSE_MAX_SECONDS", 600, minimum=1, maximum=86_400)
+SSE_MAX_STREAMS_PER_USER = env_int("SSE_MAX_STREAMS_PER_USER", 10, minimum=1, maximum=10_000)
+# Without Redis (the embedded default) live progress is read from the database at this interval.
+SSE_POLL_SECONDS = env_float("SSE_POLL_SECONDS", 0.25, minimum=0.05, maximum=10)
+# /metrics: open to a bearer token (METRICS_TOKEN) and/or client addresses (METRICS_ALLOWED_NETWORKS,
+# comma-separated CIDRs). With neither set it answers 404: metrics are never public by default.
+METRICS_TOKEN = env_str("METRICS_TOKEN")
+METRICS_ALLOWED_NETWORKS = env_list("METRICS_ALLOWED_NETWORKS", [])
+for _network in METRICS_ALLOWED_NETWORKS:
+    try:
+        ipaddress.ip_network(_network, strict=False)
+    except ValueError:
+        raise ImproperlyConfigured(
+            f"METRICS_ALLOWED_NETWORKS entry {_network!r} is not an address or network (e.g. 10.0.0.0/8)."
+        ) from None
+# LOG_FORMAT=json: one JSON object per line, with run_id and session_id while a run executes.
+LOG_FORMAT = env_choice("LOG_FORMAT", "plain", ("plain", "json"))
+LOGGING["formatters"]["json"] = {"()": "diagnosis.observability.logs.JsonFormatter"}
+LOGGING["filters"] = {"run_context": {"()": "diagnosis.observability.logs.RunContextFilter"}}
+LOGGING["handlers"]["console"]["formatter"] = LOG_FORMAT
+LOGGING["handlers"]["console"]["filters"] = ["run_context"]
+CELERY_WORKER_HIJACK_ROOT_LOGGER = LOG_FORMAT != "json"  # JSON: workers keep this LOGGING configuration
+# OTEL_EXPORTER_OTLP_ENDPOINT set: every run is exported as an OpenTelemetry trace (OTLP over HTTP).
+OTEL_EXPORTER_OTLP_ENDPOINT = env_url("OTEL_EXPORTER_OTLP_ENDPOINT", None)
+OTEL_SERVICE_NAME = env_str("OTEL_SERVICE_NAME", "aiops-diagnosis")

@@ -7,6 +7,7 @@ import socket
 from celery import shared_task
 
 from diagnosis.models import ServiceProbe
+from diagnosis.observability.runs import observed_run
 from diagnosis.services.runs import run_execute
 
 
@@ -20,7 +21,8 @@ def ping(token: str) -> str:
 @shared_task(name="diagnosis.tasks.execute_run", bind=True, acks_late=True, reject_on_worker_lost=True)
 def execute_run(self, run_id: str) -> str | None:
     """Execute one run. Idempotent: a redelivered message for a finished or live run does nothing."""
-    run = run_execute(run_id=run_id, task_id=self.request.id or "")
+    with observed_run(run_id):  # log context (run_id, session_id) and trace export
+        run = run_execute(run_id=run_id, task_id=self.request.id or "")
     return run.status if run else None
 
 

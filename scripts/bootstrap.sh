@@ -31,8 +31,8 @@ if ! pkg-config --exists mysqlclient 2>/dev/null && ! pkg-config --exists libmar
   apt_install default-libmysqlclient-dev pkg-config build-essential
 fi
 if [ "$MODE" = "test" ]; then
-  # The suite drives Debian's chromium and starts a real Prometheus server.
-  apt_install chromium prometheus
+  # The suite drives Debian's chromium and starts a real Prometheus server and Alertmanager.
+  apt_install chromium prometheus prometheus-alertmanager
 fi
 
 if [ ! -x "$VENV/bin/python" ]; then

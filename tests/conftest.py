@@ -69,12 +69,61 @@ def support_user(db):
 
 
 @pytest.fixture(scope="session")
-def live_worker(django_db_setup, django_db_blocker):
+def metrics_multiproc_dir(tmp_path_factory):
+    """The session worker and the production server share it: /metrics aggregates both."""
+    return tmp_path_factory.mktemp("prometheus-multiproc")
+
+
+@pytest.fixture(scope="session")
+def live_worker(django_db_setup, django_db_blocker, metrics_multiproc_dir):
     """One real Celery worker process for the session, against the test database and Redis."""
     from tests.support.worker import celery_worker
 
-    with django_db_blocker.unblock(), celery_worker(name="session", concurrency=2) as proc:
+    with django_db_blocker.unblock(), celery_worker(
+            name="session", concurrency=2, extra_env={"PROMETHEUS_MULTIPROC_DIR": str(metrics_multiproc_dir)}) as proc:
         yield proc
+
+
+STACK_METRICS_TOKEN = "stack-metrics-token-0123456789"
+STACK_MAX_STREAMS = 3
+
+
+@pytest.fixture(scope="session")
+def production_stack(live_worker, metrics_multiproc_dir, tmp_path_factory):
+    """Services pass: the production processes on the test database and Redis — gunicorn with uvicorn
+    workers (config/gunicorn.py), the session's Celery worker and celery beat. Yields the web process
+    (`.base_url`)."""
+    from tests.support.server import beat_process, production_server
+    from tests.support.worker import worker_env
+
+    workdir = tmp_path_factory.mktemp("stack")
+    env = worker_env(PROMETHEUS_MULTIPROC_DIR=str(metrics_multiproc_dir), METRICS_TOKEN=STACK_METRICS_TOKEN,
+                     SSE_MAX_STREAMS_PER_USER=str(STACK_MAX_STREAMS), SSE_HEARTBEAT_SECONDS="0.5",
+                     STATIC_ROOT=str(workdir / "static"))
+    with production_server(env=env, workers=2, log_path=workdir / "web.log") as web, \
+            beat_process(env=env, workdir=workdir):
+        yield web
+
+
+@pytest.fixture
+def live_api_for(request):
+    """`live_api_for(user)`: in the services pass, for tests marked `production_server`, a client of the
+    production server (gunicorn + worker + beat); otherwise the in-process DRF test client."""
+    from rest_framework.authtoken.models import Token
+    from rest_framework.test import APIClient
+
+    def make(user):
+        token = Token.objects.get_or_create(user=user)[0].key if user is not None else None
+        if services_available() and request.node.get_closest_marker("production_server"):
+            from tests.support.server import LiveApiClient
+
+            return LiveApiClient(request.getfixturevalue("production_stack").base_url, token)
+        client = APIClient()
+        if token:
+            client.credentials(HTTP_AUTHORIZATION=f"Token {token}")
+        return client
+
+    return make
 
 
 @pytest.fixture

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from django.http import StreamingHttpResponse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_serializer
 from rest_framework import serializers
@@ -18,12 +17,13 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from diagnosis.api.chat import (
-    SUBMISSION_ERRORS, ChatThrottle, EventStreamRenderer, RunOutput, _sse, event_stream, run_links, run_summary,
-    submission_error_response,
+    SUBMISSION_ERRORS, ChatThrottle, EventStreamRenderer, RunOutput, _sse, event_stream, is_asgi, live_stream,
+    release_request_connections, run_links, run_summary, sse_response, stream_slot_or_429, submission_error_response,
 )
 from diagnosis.api.errors import ApiError
 from diagnosis.models import DiagnosisRun
 from diagnosis.services.aiops import AlertInputError, aiops_input, aiops_submit
+from diagnosis.services.live_progress import stream_slots
 
 FALSE_WORDS = ("false", "0", "no")
 
@@ -66,9 +66,9 @@ def metadata(request, run: DiagnosisRun) -> dict[str, Any]:
     }
 
 
-def aiops_stream(run: DiagnosisRun, meta: dict[str, Any]):
+def aiops_stream(run: DiagnosisRun, meta: dict[str, Any], *, slot=None):
     yield _sse(None, "metadata", meta)
-    yield from event_stream(run, 0)
+    yield from event_stream(run, 0, slot=slot)
 
 
 @extend_schema_serializer(component_name="AiOpsAlert")
@@ -124,19 +124,24 @@ class AiOpsView(APIView):
     def post(self, request):
         session_id, request_id = _id_option(request, "sessionId"), _id_option(request, "requestId")
         stream = _stream_wanted(request)
+        slot = stream_slot_or_429(request) if stream else None
         try:
             submission = aiops_submit(user=request.user, payload=request.data, session_id=session_id, request_id=request_id)
-        except AlertInputError as exc:
-            raise ApiError(code="invalid_input", message=exc.message, field=exc.field) from None
-        except SUBMISSION_ERRORS as exc:
-            return submission_error_response(exc)
+        except Exception as exc:
+            if slot:
+                stream_slots.release(*slot)
+            if isinstance(exc, AlertInputError):
+                raise ApiError(code="invalid_input", message=exc.message, field=exc.field) from None
+            if isinstance(exc, SUBMISSION_ERRORS):
+                return submission_error_response(exc)
+            raise
         run = DiagnosisRun.objects.select_related("session").get(pk=submission.run.pk)
         if not stream:
             # JSON whatever the Accept header asked for: the event-stream renderer is for the stream only.
             request.accepted_renderer, request.accepted_media_type = JSONRenderer(), "application/json"
             return Response(run_summary(request, run), status=202)
-        response = StreamingHttpResponse(aiops_stream(run, metadata(request, run)),
-                                         content_type="text/event-stream")
-        response["Cache-Control"] = "no-cache"
-        response["X-Accel-Buffering"] = "no"
-        return response
+        meta = metadata(request, run)
+        if is_asgi(request):  # the stream holds no thread (nor database connection) while the run executes
+            release_request_connections(request)
+            return sse_response(live_stream(run, 0, slot=slot, prefix=(_sse(None, "metadata", meta),)))
+        return sse_response(aiops_stream(run, meta, slot=slot))

@@ -1,4 +1,9 @@
-"""POST /api/chat, GET /api/runs/{runId} and its Server-Sent Events stream."""
+"""POST /api/chat, GET /api/runs/{runId} and its Server-Sent Events stream.
+
+Served by an ASGI server, the events stream and the chat call's wait are asynchronous: they hold no
+thread while a run executes, and progress is pushed to them (see diagnosis/services/live_progress.py).
+Under WSGI (the development server, the test client) they fall back to a bounded database poll.
+"""
 
 from __future__ import annotations
 
@@ -6,13 +11,17 @@ import json
 import logging
 import time
 
+from asgiref.sync import sync_to_async
 from django.conf import settings
+from django.core.handlers.asgi import ASGIRequest
+from django.db import connections
 from django.http import StreamingHttpResponse
 from django.urls import reverse
+from django.views.decorators.csrf import csrf_exempt
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import serializers
-from rest_framework.renderers import BaseRenderer
+from rest_framework.renderers import BaseRenderer, JSONRenderer
 from rest_framework.throttling import UserRateThrottle
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -20,15 +29,17 @@ from rest_framework.views import APIView
 from diagnosis.api.errors import ApiError, error_response
 from diagnosis.ids import is_valid_run_id
 from diagnosis.models import DiagnosisRun
+from diagnosis.observability import metrics
 from diagnosis.selectors import run_events_after, run_evidence_checked, run_get_for_user, run_status, run_suggestions
 from diagnosis.services.chat import BrokerUnavailable, ChatInputError, SessionNotFound, chat_submit
+from diagnosis.services.live_progress import live_events, run_wait_terminal, stream_slots
 from diagnosis.services.strategy import MODES
 
 logger = logging.getLogger(__name__)
 
-SSE_MAX_SECONDS = 600
-SSE_POLL_SECONDS = 0.2
-SSE_KEEPALIVE_SECONDS = 15
+# Far beyond any seq (a larger id just resumes after everything); the bound keeps int() away from
+# megabyte-long digit strings (Python refuses over 4,300 digits: it would be a 500).
+LAST_EVENT_ID_MAX_DIGITS = 32
 
 
 def run_links(request, run: DiagnosisRun) -> dict:
@@ -86,14 +97,6 @@ def submission_error_response(exc: Exception) -> Response:
     return error_response(code=exc.code, message=exc.message, status_code=exc.status, field=exc.field, headers=headers)
 
 
-def wait_for_terminal(run: DiagnosisRun, seconds: float) -> DiagnosisRun:
-    deadline = time.monotonic() + seconds
-    while not run.is_terminal and time.monotonic() < deadline:
-        time.sleep(0.1)
-        run.refresh_from_db()
-    return run
-
-
 class ChatThrottle(UserRateThrottle):
     scope = "chat"
 
@@ -137,9 +140,35 @@ class ChatView(APIView):
         except SUBMISSION_ERRORS as exc:
             return submission_error_response(exc)
         run = DiagnosisRun.objects.select_related("session").get(pk=submission.run.pk)
-        if values["wait"]:
-            run = wait_for_terminal(run, settings.CHAT_WAIT_SECONDS)
-        return Response(run_summary(request, run), status=200 if run.is_terminal else 202)
+        response = Response(run_summary(request, run), status=200 if run.is_terminal else 202)
+        if values["wait"] and not run.is_terminal:
+            response.wait_for_run_pk = run.pk  # chat_view waits, without holding a thread, then answers
+            release_request_connections(request)
+        return response
+
+
+_chat_submit = ChatView.as_view()
+
+
+def _answer_after_wait(response: Response, run_pk: int) -> Response:
+    run = DiagnosisRun.objects.select_related("session").get(pk=run_pk)
+    response.data = run_summary(response.renderer_context["request"], run)
+    response.status_code = 200 if run.is_terminal else 202
+    return response
+
+
+@csrf_exempt  # as every DRF view: SessionAuthentication enforces CSRF itself
+async def chat_view(request):
+    """POST /api/chat: ChatView validates and submits; the wait for the run happens here, asynchronously."""
+    response = await sync_to_async(_chat_submit)(request)
+    run_pk = getattr(response, "wait_for_run_pk", None)
+    if run_pk is not None:
+        await run_wait_terminal(run_pk, settings.CHAT_WAIT_SECONDS)
+        response = await sync_to_async(_answer_after_wait)(response, run_pk)
+    return response
+
+
+chat_view.cls, chat_view.initkwargs = ChatView, {}  # the OpenAPI schema describes ChatView
 
 
 def _run_or_404(request, run_id: str) -> DiagnosisRun:
@@ -171,44 +200,141 @@ def _sse(event_id: int | None, kind: str, data: dict) -> str:
     return f"{head}event: {kind}\ndata: {json.dumps(data, ensure_ascii=False, default=str)}\n\n"
 
 
-def event_stream(run: DiagnosisRun, after: int):
-    """Events after `after`, as they happen; closes after the terminal status event."""
-    yield "retry: 2000\n\n"
-    started = idle_since = time.monotonic()
-    while time.monotonic() - started < SSE_MAX_SECONDS:
-        events = run_events_after(run=run, after=after)
-        for event in events:
-            after = event.seq
-            yield _sse(event.seq, event.kind, {**event.data, "runId": run.run_id})
-            if event.kind == "status" and event.data.get("status") in DiagnosisRun.TERMINAL:
+def _final_status(run: DiagnosisRun) -> str:
+    """The terminal status of a run that ended without a terminal event after the client's position."""
+    run.refresh_from_db()
+    return _sse(None, "status", {"status": run.status, "runId": run.run_id, "degraded": run.degraded,
+                                 "verdict": run.effective_verdict or None, "errorCode": run.error_code or None})
+
+
+async def live_stream(run: DiagnosisRun, after: int, *, slot: tuple[int, str] | None = None, prefix: tuple[str, ...] = ()):
+    """ASGI: events after `after`, pushed as they are written; closes after the terminal status.
+    A client that disconnects cancels it; its slot and the Redis subscription are released."""
+    metrics.stream_opened()
+    try:
+        for chunk in prefix:
+            yield chunk
+        yield "retry: 2000\n\n"
+        async for event in live_events(run.pk, after):
+            if event.kind == "heartbeat":
+                if slot:
+                    await sync_to_async(stream_slots.renew, thread_sensitive=False)(*slot)
+                yield ": keep-alive\n\n"
+            elif event.kind == "finished":
+                yield await sync_to_async(_final_status, thread_sensitive=False)(run)
                 return
-        if events:
-            idle_since = time.monotonic()
-            continue
-        if run_status(run_pk=run.pk) in DiagnosisRun.TERMINAL and not run_events_after(run=run, after=after):
-            run.refresh_from_db()
-            yield _sse(None, "status", {"status": run.status, "runId": run.run_id, "degraded": run.degraded,
-                                        "verdict": run.effective_verdict or None, "errorCode": run.error_code or None})
-            return
-        if time.monotonic() - idle_since > SSE_KEEPALIVE_SECONDS:
-            idle_since = time.monotonic()
-            yield ": keep-alive\n\n"
-        time.sleep(SSE_POLL_SECONDS)
+            else:
+                yield _sse(event.seq, event.kind, {**event.data, "runId": run.run_id})
+    finally:
+        metrics.stream_closed()
+        if slot:
+            await sync_to_async(stream_slots.release, thread_sensitive=False)(*slot)
 
 
-class RunEventsView(APIView):
+def event_stream(run: DiagnosisRun, after: int, *, slot: tuple[int, str] | None = None):
+    """WSGI (a thread per stream): events after `after` from a bounded database poll."""
+    metrics.stream_opened()
+    try:
+        yield "retry: 2000\n\n"
+        started = idle_since = time.monotonic()
+        while time.monotonic() - started < settings.SSE_MAX_SECONDS:
+            events = run_events_after(run=run, after=after)
+            for event in events:
+                after = event.seq
+                yield _sse(event.seq, event.kind, {**event.data, "runId": run.run_id})
+                if event.kind == "status" and event.data.get("status") in DiagnosisRun.TERMINAL:
+                    return
+            if events:
+                idle_since = time.monotonic()
+                continue
+            if run_status(run_pk=run.pk) in DiagnosisRun.TERMINAL and not run_events_after(run=run, after=after):
+                yield _final_status(run)
+                return
+            if time.monotonic() - idle_since > settings.SSE_HEARTBEAT_SECONDS:
+                idle_since = time.monotonic()
+                if slot:
+                    stream_slots.renew(*slot)
+                yield ": keep-alive\n\n"
+            time.sleep(settings.SSE_POLL_SECONDS)
+    finally:
+        metrics.stream_closed()
+        if slot:
+            stream_slots.release(*slot)
+
+
+def is_asgi(request) -> bool:
+    return isinstance(getattr(request, "_request", request), ASGIRequest)
+
+
+def release_request_connections(request) -> None:
+    """Under ASGI, before a long wait or stream: close this request thread's database connections, so
+    an open stream holds none (its reads use a shared pool; see live_progress)."""
+    if is_asgi(request):
+        connections.close_all()
+
+
+def stream_slot_or_429(request) -> tuple[int, str]:
+    """A slot among the user's SSE_MAX_STREAMS_PER_USER open streams, or an ApiError 429."""
+    token = stream_slots.acquire(request.user.pk)
+    if token is None:
+        metrics.stream_refused()
+        raise ApiError(code="too_many_streams", status_code=429,
+                       message=f"At most {settings.SSE_MAX_STREAMS_PER_USER} event streams may be open at once; "
+                               "close one and retry.")
+    return request.user.pk, token
+
+
+def sse_response(content) -> StreamingHttpResponse:
+    response = StreamingHttpResponse(content, content_type="text/event-stream")
+    response["Cache-Control"] = "no-cache"
+    response["X-Accel-Buffering"] = "no"
+    return response
+
+
+class JsonErrorsMixin:
+    """Errors of a streaming endpoint are JSON whatever the Accept header asked for."""
+
+    def finalize_response(self, request, response, *args, **kwargs):
+        if isinstance(response, Response):
+            request.accepted_renderer, request.accepted_media_type = JSONRenderer(), "application/json"
+        return super().finalize_response(request, response, *args, **kwargs)
+
+
+def last_event_id(request) -> int:
+    last = request.headers.get("Last-Event-ID") or request.query_params.get("lastEventId") or "0"
+    # str.isdigit() also accepts "²", which int() refuses; the length bound comes before int().
+    if len(last) > LAST_EVENT_ID_MAX_DIGITS or not (last.isascii() and last.isdigit()):
+        raise ApiError(code="invalid_input", field="Last-Event-ID",
+                       message=f"Last-Event-ID must be a non-negative integer of at most {LAST_EVENT_ID_MAX_DIGITS} digits")
+    return int(last)
+
+
+class RunEventsView(JsonErrorsMixin, APIView):
     renderer_classes = [EventStreamRenderer, *APIView.renderer_classes]
 
     @extend_schema(
         responses={(200, "text/event-stream"): OpenApiTypes.STR},
         parameters=[OpenApiParameter("Last-Event-ID", OpenApiTypes.INT, OpenApiParameter.HEADER, required=False)],
+        description="Server-Sent Events: the run's progress, then its terminal status. Resumable with Last-Event-ID. "
+                    "429 when the user already has SSE_MAX_STREAMS_PER_USER streams open.",
     )
     def get(self, request, run_id: str):
         run = _run_or_404(request, run_id)
-        last = request.headers.get("Last-Event-ID") or request.query_params.get("lastEventId") or "0"
-        if not (last.isascii() and last.isdigit()):  # str.isdigit() also accepts "²", which int() refuses
-            raise ApiError(code="invalid_input", message="Last-Event-ID must be a non-negative integer", field="Last-Event-ID")
-        response = StreamingHttpResponse(event_stream(run, int(last)), content_type="text/event-stream")
-        response["Cache-Control"] = "no-cache"
-        response["X-Accel-Buffering"] = "no"
-        return response
+        after = last_event_id(request)
+        slot = stream_slot_or_429(request)
+        if is_asgi(request):
+            release_request_connections(request)
+            return sse_response(live_stream(run, after, slot=slot))
+        return sse_response(event_stream(run, after, slot=slot))
+
+
+_run_events = RunEventsView.as_view()
+
+
+async def run_events_view(request, run_id: str):
+    """GET /api/runs/{runId}/events: RunEventsView authorises and opens the stream; under ASGI the
+    stream itself is asynchronous."""
+    return await sync_to_async(_run_events)(request, run_id=run_id)
+
+
+run_events_view.cls, run_events_view.initkwargs = RunEventsView, {}

@@ -4,8 +4,8 @@ from diagnosis.api import aiops, chat, health
 
 urlpatterns = [
     path("health", health.HealthView.as_view(), name="health"),
-    path("chat", chat.ChatView.as_view(), name="chat"),
+    path("chat", chat.chat_view, name="chat"),
     path("ai_ops", aiops.AiOpsView.as_view(), name="ai-ops"),
     path("runs/<str:run_id>", chat.RunView.as_view(), name="run-detail"),
-    path("runs/<str:run_id>/events", chat.RunEventsView.as_view(), name="run-events"),
+    path("runs/<str:run_id>/events", chat.run_events_view, name="run-events"),
 ]

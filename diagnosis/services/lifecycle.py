@@ -10,6 +10,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from diagnosis.models import DiagnosisRun
+from diagnosis.observability import metrics
 
 Status = DiagnosisRun.Status
 
@@ -39,7 +40,9 @@ def _move(*, run_id: str, source: set[str], target: str, **fields) -> DiagnosisR
     if updated != 1:
         current = DiagnosisRun.objects.filter(run_id=run_id).values_list("status", flat=True).first()
         raise RunTransitionError(run_id, current, target)
-    return DiagnosisRun.objects.get(run_id=run_id)
+    moved = DiagnosisRun.objects.get(run_id=run_id)
+    metrics.run_moved(moved)  # counted once committed
+    return moved
 
 
 @transaction.atomic

@@ -9,6 +9,7 @@ from django.db import IntegrityError, connection, transaction
 from django.db.models import Max
 
 from diagnosis.models import RunEvent
+from diagnosis.services.live_progress import publish_event
 
 logger = logging.getLogger(__name__)
 
@@ -30,6 +31,7 @@ class ProgressPublisher:
                 # Outside a transaction one INSERT is atomic by itself: no BEGIN/COMMIT round trips.
                 with transaction.atomic() if connection.in_atomic_block else nullcontext():
                     RunEvent.objects.create(run_id=self.run_pk, seq=self.seq, kind=kind, data=data)
+                publish_event(self.run_pk, self.seq, kind, data)  # to live streams, once committed
                 return
             except IntegrityError:
                 continue  # another writer (a redelivered task) used this seq: take the next one

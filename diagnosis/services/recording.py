@@ -14,6 +14,7 @@ from diagnosis.gatekeeper import InvocationRecord
 from diagnosis.ids import new_invocation_id
 from diagnosis.llm.base import Usage
 from diagnosis.models import AgentStep, DiagnosisRun, ToolInvocation
+from diagnosis.observability import metrics
 
 EventSink = Callable[[str, dict], None]
 
@@ -42,6 +43,7 @@ class RunRecorder:
         self.next_index += 1
         self.step_count += 1
         self.current_step_id = step.pk
+        metrics.model_call_started(step.pk, role=agent)
         self.publish("step", {"stepIndex": step.step_index, "node": node, "attempt": attempt, "status": "RUNNING"})
         return step.pk
 
@@ -52,6 +54,7 @@ class RunRecorder:
             prompt_tokens=usage.prompt_tokens if usage else 0, completion_tokens=usage.completion_tokens if usage else 0,
             error=error[:4000], model_name=(model_name or "")[:128], finished_at=timezone.now(),
         )
+        metrics.model_call(handle, model=model_name, status=status, duration_ms=duration_ms, usage=usage)
         self.publish("step", {"stepId": handle, "status": status, "durationMs": duration_ms, "hasToolCall": has_tool_call})
 
     # -- tool invocations --------------------------------------------------------------------------
@@ -70,6 +73,7 @@ class RunRecorder:
             except IntegrityError:
                 continue  # an id already used in this run: draw another
             self.tool_count += 1
+            metrics.tool_call(tool=tool_name, result=result, status=status, duration_ms=duration_ms)
             self.publish("tool", {"invocationId": invocation_id, "toolName": tool_name, "status": status,
                                   "durationMs": duration_ms})
             return invocation_id

@@ -29,6 +29,7 @@ def report_of(events) -> str:
     return next(e for e in events if e["event"] == "report")["data"]["reportMarkdown"]
 
 
+@pytest.mark.production_server
 def test_an_alertmanager_webhook_is_analysed_and_its_resolved_alerts_are_ignored(alice_api, demo_knowledge):
     run, events = analyse(alice_api, webhook(PAYMENT, resolved=ORDER[:1]))
     assert run.status == "SUCCESS" and run.agent_flow == "AI_OPS" and run.strategy == "DIAGNOSIS"
@@ -74,6 +75,7 @@ def test_a_webhook_of_only_resolved_alerts_falls_back_to_query_alerts(alice_api,
     assert ToolInvocation.objects.filter(run=run, tool_name="query_alerts").count() == 1
 
 
+@pytest.mark.production_server
 def test_the_first_event_carries_the_session_and_run_ids(alice_api, demo_knowledge):
     response = alice_api.post("/api/ai_ops", {"alerts": PAYMENT}, format="json")
     events = sse_events(response)
@@ -92,6 +94,7 @@ def test_the_first_event_carries_the_session_and_run_ids(alice_api, demo_knowled
     assert ids == sorted(ids) and len(set(ids)) == len(ids)
 
 
+@pytest.mark.production_server
 def test_the_run_event_stream_replays_what_the_post_streamed(alice_api, demo_knowledge):
     run, events = analyse(alice_api, {"alerts": PAYMENT})
     replay = sse_events(alice_api.get(f"/api/runs/{run.run_id}/events"))
@@ -165,6 +168,7 @@ def test_a_session_of_another_client_is_404_and_nothing_is_created(alice_api, bo
     assert response.status_code == 404 and DiagnosisRun.objects.count() == before
 
 
+@pytest.mark.production_server
 def test_another_client_cannot_stream_the_run(alice_api, bob_api, demo_knowledge):
     run, _events = analyse(alice_api, {"alerts": PAYMENT[:1]})
     assert bob_api.get(f"/api/runs/{run.run_id}/events").status_code == 404

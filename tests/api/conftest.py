@@ -24,22 +24,22 @@ def token_client(user) -> APIClient:
 
 
 @pytest.fixture
-def alice_api(alice):
-    return token_client(alice)
+def alice_api(alice, live_api_for):
+    return live_api_for(alice)  # the production server in the services pass for tests marked production_server
 
 
 @pytest.fixture
-def bob_api(bob):
-    return token_client(bob)
+def bob_api(bob, live_api_for):
+    return live_api_for(bob)
 
 
 @pytest.fixture
-def support_api(support_user):
+def support_api(support_user, live_api_for):
     from django.contrib.auth.models import Group
 
     # Transactional tests flush the groups the roles migration created: recreate the membership.
     support_user.groups.add(Group.objects.get_or_create(name="support_staff")[0])
-    return token_client(support_user)
+    return live_api_for(support_user)
 
 
 def sse_events(response) -> list[dict]:

@@ -14,6 +14,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 QUESTION = "Why is payment-service failing?"
 
 
+@pytest.mark.production_server
 def test_it_runs_a_diagnosis_and_returns_the_finished_run(alice_api, demo_knowledge):
     response = alice_api.post("/api/chat", {"question": QUESTION, "sessionId": "s-1"}, format="json")
     assert response.status_code == 200, response.content
@@ -38,6 +39,7 @@ def test_wait_false_answers_202_with_links(alice_api, demo_knowledge, settings):
     assert set(body["links"]) == {"run", "events", "trace"}
 
 
+@pytest.mark.production_server
 def test_the_legacy_field_names_are_accepted(alice_api, demo_knowledge):
     response = alice_api.post("/api/chat", {"Question": "hello there", "Id": "legacy-1"}, format="json")
     assert response.status_code == 200
@@ -63,6 +65,7 @@ def test_bad_input_gets_400_naming_the_field_and_creates_nothing(alice_api, payl
     assert DiagnosisRun.objects.count() == 0
 
 
+@pytest.mark.production_server
 def test_a_session_of_someone_else_is_404_and_nothing_is_created(alice_api, bob_api, demo_knowledge):
     assert alice_api.post("/api/chat", {"question": "hi", "sessionId": "alice-s"}, format="json").status_code == 200
     before = DiagnosisRun.objects.count()
@@ -71,6 +74,7 @@ def test_a_session_of_someone_else_is_404_and_nothing_is_created(alice_api, bob_
     assert DiagnosisRun.objects.count() == before
 
 
+@pytest.mark.production_server
 def test_the_same_request_id_twice_returns_the_same_run(alice_api, demo_knowledge):
     first = alice_api.post("/api/chat", {"question": "hello", "sessionId": "s-2", "requestId": "req-1"}, format="json").json()
     second = alice_api.post("/api/chat", {"question": "hello", "sessionId": "s-2", "requestId": "req-1"}, format="json").json()
@@ -86,6 +90,7 @@ def test_unauthenticated_requests_get_401(client):
     assert api.get(f"/api/runs/run-{'0' * 32}").status_code == 401
 
 
+@pytest.mark.production_server
 def test_the_run_endpoint_is_visible_only_to_its_owner_and_support(alice_api, bob_api, support_api, demo_knowledge):
     run_id = alice_api.post("/api/chat", {"question": "hello"}, format="json").json()["runId"]
     assert alice_api.get(f"/api/runs/{run_id}").json()["status"] == "SUCCESS"
@@ -94,6 +99,7 @@ def test_the_run_endpoint_is_visible_only_to_its_owner_and_support(alice_api, bo
     assert alice_api.get("/api/runs/not-a-run").json()["error"]["field"] == "runId"
 
 
+@pytest.mark.production_server
 def test_the_event_stream_replays_the_run_in_order_and_closes(alice_api, demo_knowledge):
     run_id = alice_api.post("/api/chat", {"question": QUESTION}, format="json").json()["runId"]
     response = alice_api.get(f"/api/runs/{run_id}/events", HTTP_ACCEPT="text/event-stream")
@@ -109,6 +115,7 @@ def test_the_event_stream_replays_the_run_in_order_and_closes(alice_api, demo_kn
     assert nodes[0] == "planner" and nodes[-1] in ("composer", "fallback")
 
 
+@pytest.mark.production_server
 def test_the_event_stream_resumes_after_last_event_id(alice_api, demo_knowledge):
     run_id = alice_api.post("/api/chat", {"question": QUESTION}, format="json").json()["runId"]
     everything = sse_events(alice_api.get(f"/api/runs/{run_id}/events"))
@@ -116,11 +123,13 @@ def test_the_event_stream_resumes_after_last_event_id(alice_api, demo_knowledge)
     assert [e["id"] for e in resumed] == [e["id"] for e in everything[3:]]
 
 
+@pytest.mark.production_server
 def test_another_client_cannot_stream_a_run(alice_api, bob_api, demo_knowledge):
     run_id = alice_api.post("/api/chat", {"question": "hello"}, format="json").json()["runId"]
     assert bob_api.get(f"/api/runs/{run_id}/events").status_code == 404
 
 
+@pytest.mark.production_server
 def test_greetings_take_the_simple_path_with_one_step_and_no_trace(alice_api, demo_knowledge):
     body = alice_api.post("/api/chat", {"question": "Hello, who are you?"}, format="json").json()
     run = DiagnosisRun.objects.get(run_id=body["runId"])

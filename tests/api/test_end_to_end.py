@@ -6,7 +6,8 @@ import pytest
 
 from diagnosis.models import CaseLibraryEntry, ToolInvocation
 
-pytestmark = pytest.mark.django_db(transaction=True)
+# In the services pass: against the production server (gunicorn/uvicorn, a Celery worker and beat).
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.production_server]
 
 
 def test_a_useful_diagnosis_becomes_a_case_that_a_later_run_retrieves(alice_api, bob_api, support_api, demo_knowledge):

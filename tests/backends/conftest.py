@@ -86,14 +86,15 @@ def _has_samples_and_firing_alert(url: str) -> bool:
     return has_up and firing
 
 
-def _start_prometheus(workdir: Path):
-    """Start prometheus; return (process, url, log path) or raise RuntimeError."""
+def _start_prometheus(workdir: Path, extra: str = "", args: tuple[str, ...] = ()):
+    """Start prometheus; return (process, url, log path) or raise RuntimeError. `extra` is appended to the
+    configuration: further `scrape_configs` items first, then other top-level keys (e.g. `alerting:`)."""
     port = free_port()
     addr = f"127.0.0.1:{port}"
     url = f"http://{addr}"
     (workdir / "rules.yml").write_text(PROMETHEUS_RULES)
     (workdir / "prometheus.yml").write_text(
-        PROMETHEUS_CONFIG.format(rules=workdir / "rules.yml", addr=addr)
+        PROMETHEUS_CONFIG.format(rules=workdir / "rules.yml", addr=addr) + extra
     )
     log_path = workdir / "prometheus.log"
     log = open(log_path, "wb")
@@ -104,6 +105,7 @@ def _start_prometheus(workdir: Path):
             f"--web.listen-address={addr}",
             f"--storage.tsdb.path={workdir / 'data'}",
             "--log.level=warn",
+            *args,
         ],
         stdin=subprocess.DEVNULL,
         stdout=log,

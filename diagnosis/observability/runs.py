@@ -1,0 +1,30 @@
+"""Around the execution of one run: its log context, its trace export."""
+
+from __future__ import annotations
+
+import logging
+from contextlib import contextmanager
+
+from diagnosis.observability import tracing
+from diagnosis.observability.logs import run_context
+
+logger = logging.getLogger("diagnosis.run")
+
+
+@contextmanager
+def observed_run(run_id: str):
+    """Every log record written inside carries run_id and session_id; a run that finishes inside is
+    exported as a trace (when tracing is configured)."""
+    from diagnosis.models import DiagnosisRun
+
+    row = DiagnosisRun.objects.filter(run_id=run_id).values_list("session__session_id", "status").first()
+    session_id, status_before = row if row else (None, None)
+    with run_context(run_id=run_id, session_id=session_id):
+        logger.info("run execution starts (status %s)", status_before)
+        try:
+            yield
+        finally:
+            status = DiagnosisRun.objects.filter(run_id=run_id).values_list("status", flat=True).first()
+            logger.info("run execution ends (status %s)", status)
+            if status in DiagnosisRun.TERMINAL and status_before not in DiagnosisRun.TERMINAL:
+                tracing.export_run(run_id)

@@ -1,0 +1,321 @@
+"""Live progress: run events pushed to waiting clients, and the per-user cap on open streams.
+
+The database stays the event log (`run_event`, resumable by `seq`). With Redis, every event is also
+published on a per-run channel once its row is committed. A client SUBSCRIBES first, then replays
+the database after its last seen `seq`, then reads the channel, dropping any event it already has:
+an event written before the subscription is in the replay, one written after it is on the channel,
+one written in between is in both and delivered once. A hole in the channel's `seq` (a lost publish)
+is filled from the database. Without Redis (the embedded default) a short, bounded database poll
+stands in for the channel.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import threading
+import time
+import uuid
+from dataclasses import dataclass
+from typing import AsyncIterator
+
+from asgiref.sync import sync_to_async
+from django.conf import settings
+from django.db import close_old_connections, transaction
+
+from diagnosis.models import DiagnosisRun, RunEvent
+
+logger = logging.getLogger(__name__)
+
+TERMINAL = {str(status) for status in DiagnosisRun.TERMINAL}
+REPLAY_PAGE = 200
+
+
+@dataclass(frozen=True)
+class LiveEvent:
+    """A progress event (seq, kind, data), a heartbeat (kind "heartbeat"), or the end of a run whose
+    terminal status has no event (kind "finished": the caller reads the run)."""
+
+    seq: int | None
+    kind: str
+    data: dict
+
+    @property
+    def is_terminal(self) -> bool:
+        return self.kind == "finished" or (self.kind == "status" and self.data.get("status") in TERMINAL)
+
+
+HEARTBEAT = LiveEvent(None, "heartbeat", {})
+FINISHED = LiveEvent(None, "finished", {})
+
+
+def channel_for(run_pk: int) -> str:
+    """One channel per run. Pub/sub channels are global to a Redis server (not per database number),
+    so the database name is part of it: two deployments sharing a Redis never see each other's runs."""
+    return f"aiops:{settings.DATABASES['default']['NAME']}:run-events:{run_pk}"
+
+
+# --------------------------------------------------------------------------------------- publishing
+_client_lock = threading.Lock()
+_clients: dict[str, object] = {}
+
+
+def _redis():
+    """One client (a connection pool, fork-safe) per Redis URL."""
+    with _client_lock:
+        client = _clients.get(settings.REDIS_URL)
+        if client is None:
+            import redis
+
+            client = redis.Redis.from_url(settings.REDIS_URL, socket_connect_timeout=2, socket_timeout=2)
+            _clients[settings.REDIS_URL] = client
+        return client
+
+
+def _publish_now(run_pk: int, message: str) -> None:
+    try:
+        _redis().publish(channel_for(run_pk), message)
+    except Exception as exc:  # the row is written: a stream fills the hole from the database
+        logger.warning("could not publish progress event of run pk=%s: %s", run_pk, exc)
+
+
+def publish_event(run_pk: int, seq: int, kind: str, data: dict) -> None:
+    """Push a written event to live clients once it is committed (at once outside a transaction)."""
+    if not settings.REDIS_URL:
+        return
+    message = json.dumps({"seq": seq, "kind": kind, "data": data}, ensure_ascii=False, default=str)
+    transaction.on_commit(lambda: _publish_now(run_pk, message))
+
+
+# --------------------------------------------------------------------------------------- reading
+def _replay_page(run_pk: int, after: int) -> list[LiveEvent]:
+    close_old_connections()  # a shared pool thread: drop a connection past CONN_MAX_AGE or broken
+    rows = RunEvent.objects.filter(run_id=run_pk, seq__gt=after).order_by("seq").values_list("seq", "kind", "data")
+    return [LiveEvent(seq, kind, data) for seq, kind, data in rows[:REPLAY_PAGE]]
+
+
+def _run_terminal(run_pk: int) -> bool:
+    close_old_connections()
+    return DiagnosisRun.objects.filter(pk=run_pk).values_list("status", flat=True).first() in TERMINAL
+
+
+# Not thread-sensitive: every stream shares the small default thread pool, so open streams hold no
+# database connection of their own (a per-request thread would keep one open per stream).
+_replay = sync_to_async(_replay_page, thread_sensitive=False)
+_terminal = sync_to_async(_run_terminal, thread_sensitive=False)
+
+
+async def _replay_all(run_pk: int, after: int) -> AsyncIterator[LiveEvent]:
+    while True:
+        page = await _replay(run_pk, after)
+        for event in page:
+            yield event
+        if len(page) < REPLAY_PAGE:
+            return
+        after = page[-1].seq
+
+
+async def live_events(run_pk: int, after: int, *, max_seconds: float | None = None,
+                      heartbeat: float | None = None) -> AsyncIterator[LiveEvent]:
+    """The run's events after `after`, then live ones, until its terminal status (or `max_seconds`).
+    Yields HEARTBEAT after `heartbeat` seconds without an event, FINISHED when the run is terminal
+    without a terminal event after `after`."""
+    max_seconds = settings.SSE_MAX_SECONDS if max_seconds is None else max_seconds
+    heartbeat = settings.SSE_HEARTBEAT_SECONDS if heartbeat is None else heartbeat
+    if settings.REDIS_URL:
+        from redis.exceptions import RedisError
+
+        try:
+            async for event in _pushed(run_pk, after, max_seconds=max_seconds, heartbeat=heartbeat):
+                after = event.seq if event.seq is not None else after
+                yield event
+            return
+        except (RedisError, OSError) as exc:  # Redis went away: the database still has every event
+            logger.warning("live progress of run pk=%s: Redis unavailable (%s); polling the database", run_pk, exc)
+    async for event in _polled(run_pk, after, max_seconds=max_seconds, heartbeat=heartbeat):
+        yield event
+
+
+async def _pushed(run_pk: int, after: int, *, max_seconds: float, heartbeat: float) -> AsyncIterator[LiveEvent]:
+    import redis.asyncio as aioredis
+
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + max_seconds
+    client = aioredis.Redis.from_url(settings.REDIS_URL, socket_connect_timeout=2)
+    pubsub = client.pubsub()
+    try:
+        # 1. Subscribe, and wait for Redis to confirm it: from here on no publish is missed.
+        await pubsub.subscribe(channel_for(run_pk))
+        confirmed = await pubsub.get_message(timeout=5)
+        if not confirmed or confirmed.get("type") != "subscribe":
+            raise ConnectionError("Redis did not confirm the subscription")
+        # 2. Replay what the database already holds.
+        last = after
+        async for event in _replay_all(run_pk, last):
+            last = event.seq
+            yield event
+            if event.is_terminal:
+                return
+        if await _terminal(run_pk):  # finished without a terminal event past `after`
+            async for event in _replay_all(run_pk, last):  # its last events may have landed meanwhile
+                last = event.seq
+                yield event
+                if event.is_terminal:
+                    return
+            yield FINISHED
+            return
+        # 3. Live: the channel, without the events the replay already gave.
+        quiet_since = loop.time()
+        while (remaining := deadline - loop.time()) > 0:
+            message = await pubsub.get_message(ignore_subscribe_messages=True,
+                                               timeout=min(remaining, max(0.0, heartbeat - (loop.time() - quiet_since))))
+            if message is None:
+                if loop.time() - quiet_since >= heartbeat:
+                    quiet_since = loop.time()
+                    yield HEARTBEAT
+                continue
+            payload = json.loads(message["data"])
+            event = LiveEvent(int(payload["seq"]), payload["kind"], payload["data"])
+            if event.seq <= last:
+                continue  # already delivered by the replay
+            if event.seq > last + 1:  # a publish was lost: the database has the missing events
+                async for missed in _replay_all(run_pk, last):
+                    if missed.seq >= event.seq:
+                        break
+                    last = missed.seq
+                    yield missed
+                    if missed.is_terminal:
+                        return
+            last = event.seq
+            quiet_since = loop.time()
+            yield event
+            if event.is_terminal:
+                return
+    finally:
+        try:
+            await pubsub.aclose()
+            await client.aclose()
+        except Exception:  # noqa: BLE001 - a broken connection is closed either way
+            pass
+
+
+async def _polled(run_pk: int, after: int, *, max_seconds: float, heartbeat: float) -> AsyncIterator[LiveEvent]:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + max_seconds
+    quiet_since = loop.time()
+    while loop.time() < deadline:
+        found = False
+        async for event in _replay_all(run_pk, after):
+            found, after, quiet_since = True, event.seq, loop.time()
+            yield event
+            if event.is_terminal:
+                return
+        if not found:
+            if await _terminal(run_pk):
+                async for event in _replay_all(run_pk, after):
+                    after = event.seq
+                    yield event
+                    if event.is_terminal:
+                        return
+                yield FINISHED
+                return
+            if loop.time() - quiet_since >= heartbeat:
+                quiet_since = loop.time()
+                yield HEARTBEAT
+        await asyncio.sleep(settings.SSE_POLL_SECONDS)
+
+
+async def run_wait_terminal(run_pk: int, seconds: float) -> None:
+    """Return when the run is terminal, or after `seconds` (pushed with Redis, polled without)."""
+    if seconds <= 0:
+        return
+    try:
+        async with asyncio.timeout(seconds):
+            async for event in live_events(run_pk, 0, max_seconds=seconds, heartbeat=seconds + 1):
+                if event.is_terminal:
+                    return
+    except TimeoutError:
+        return
+
+
+# ------------------------------------------------------------------------------------ stream slots
+class StreamSlots:
+    """At most SSE_MAX_STREAMS_PER_USER open streams per user, across every web process (Redis: a
+    sorted set per user whose scores are lease expiries, renewed on each heartbeat, so a process
+    that dies without closing its streams frees their slots within one lease) or within this one
+    process (the embedded default)."""
+
+    def __init__(self):
+        self._local: dict[int, dict[str, float]] = {}
+        self._lock = threading.Lock()
+
+    @staticmethod
+    def lease_seconds() -> float:
+        return max(30.0, 3 * settings.SSE_HEARTBEAT_SECONDS)
+
+    @staticmethod
+    def _key(user_id: int) -> str:
+        return f"aiops:{settings.DATABASES['default']['NAME']}:sse-slots:{user_id}"
+
+    def acquire(self, user_id: int) -> str | None:
+        token, now, cap = uuid.uuid4().hex, time.time(), settings.SSE_MAX_STREAMS_PER_USER
+        expiry = now + self.lease_seconds()
+        if settings.REDIS_URL:
+            key = self._key(user_id)
+            try:
+                pipe = _redis().pipeline()
+                pipe.zremrangebyscore(key, "-inf", now)
+                pipe.zadd(key, {token: expiry})
+                pipe.zcard(key)
+                pipe.expire(key, int(self.lease_seconds()) + 1)
+                count = pipe.execute()[2]
+                if count > cap:
+                    _redis().zrem(key, token)
+                    return None
+                return token
+            except Exception as exc:  # Redis down: count this process's streams instead of refusing them all
+                logger.warning("stream slots: Redis unavailable (%s); counting in this process", exc)
+        with self._lock:
+            slots = {t: e for t, e in self._local.get(user_id, {}).items() if e > now}
+            if len(slots) >= cap:
+                self._local[user_id] = slots
+                return None
+            slots[token] = expiry
+            self._local[user_id] = slots
+            return token
+
+    def renew(self, user_id: int, token: str) -> None:
+        expiry = time.time() + self.lease_seconds()
+        if settings.REDIS_URL:
+            key = self._key(user_id)
+            try:
+                _redis().zadd(key, {token: expiry}, xx=True)
+                _redis().expire(key, int(self.lease_seconds()) + 1)
+            except Exception as exc:
+                logger.warning("could not renew a stream slot: %s", exc)
+        with self._lock:
+            if token in self._local.get(user_id, {}):
+                self._local[user_id][token] = expiry
+
+    def release(self, user_id: int, token: str) -> None:
+        if settings.REDIS_URL:
+            try:
+                _redis().zrem(self._key(user_id), token)
+            except Exception as exc:  # the lease expires by itself
+                logger.warning("could not release a stream slot: %s", exc)
+        with self._lock:
+            self._local.get(user_id, {}).pop(token, None)
+
+    def open_count(self, user_id: int) -> int:
+        now = time.time()
+        if settings.REDIS_URL:
+            try:
+                return int(_redis().zcount(self._key(user_id), now, "+inf"))
+            except Exception as exc:
+                logger.warning("stream slots: Redis unavailable (%s); counting in this process", exc)
+        with self._lock:
+            return sum(1 for e in self._local.get(user_id, {}).values() if e > now)
+
+
+stream_slots = StreamSlots()

@@ -1,0 +1,167 @@
+"""Live progress: subscribe, replay, then stream — no gap, no duplicate — and the stream cap.
+
+Run in both passes: the embedded pass exercises the bounded database poll, the services pass the
+Redis channel (and, there, that an idle stream costs no database query)."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from asgiref.sync import async_to_sync
+
+from diagnosis.models import DiagnosisRun
+from diagnosis.services import live_progress
+from diagnosis.services.live_progress import live_events, stream_slots
+from diagnosis.services.progress import ProgressPublisher
+from tests.conftest import services_available
+from tests.factories import ChatSessionFactory, DiagnosisRunFactory
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture
+def running_run(alice):
+    return DiagnosisRunFactory(session=ChatSessionFactory(owner=alice), question="q", status=DiagnosisRun.Status.RUNNING)
+
+
+def collect(run_pk: int, after: int, *, during=None, heartbeat: float = 30, max_seconds: float = 30,
+            stop_after_heartbeats: int | None = None) -> list:
+    """Consume live_events; `during(event)` runs after each received event (to write more)."""
+    async def consume():
+        received, beats = [], 0
+        async for event in live_events(run_pk, after, heartbeat=heartbeat, max_seconds=max_seconds):
+            received.append(event)
+            if event.kind == "heartbeat":
+                beats += 1
+                if stop_after_heartbeats and beats >= stop_after_heartbeats:
+                    break
+            if during:
+                await during(event)
+        return received
+
+    return async_to_sync(consume)()
+
+
+def write(run_pk: int, kind: str, data: dict) -> None:
+    ProgressPublisher(run_pk)(kind, data)
+
+
+def test_events_written_between_subscribe_and_replay_arrive_once_and_in_order(running_run, monkeypatch):
+    """The race the ordering must close: events written after the subscription but before the replay
+    query are in the replay AND on the channel; events written after the replay query but before the
+    live phase are on the channel only. Each must be delivered exactly once, in seq order."""
+    pk = running_run.pk
+    write(pk, "node", {"node": "planner"})  # 1: before the client arrives
+    real_replay = live_progress._replay
+    calls = {"n": 0}
+
+    async def racing_replay(run_pk, after):
+        calls["n"] += 1
+        if calls["n"] == 1:
+            await asyncio.to_thread(write, pk, "node", {"node": "executor"})   # 2: subscribed, not yet replayed
+            page = await real_replay(run_pk, after)                              # sees 1 and 2
+            await asyncio.to_thread(write, pk, "node", {"node": "verifier"})   # 3: after the replay query
+            return page
+        return await real_replay(run_pk, after)
+
+    monkeypatch.setattr(live_progress, "_replay", racing_replay)
+
+    async def finish_when_replayed(event):
+        if event.seq == 3:
+            await asyncio.to_thread(write, pk, "status", {"status": "SUCCESS"})  # 4: live
+
+    events = collect(pk, 0, during=finish_when_replayed)
+    assert [(e.seq, e.kind) for e in events] == [(1, "node"), (2, "node"), (3, "node"), (4, "status")]
+    assert [e.data.get("node") for e in events[:3]] == ["planner", "executor", "verifier"]
+
+
+def test_resuming_after_last_event_id_skips_what_the_client_has(running_run):
+    for node in ("planner", "executor", "verifier"):
+        write(running_run.pk, "node", {"node": node})
+    write(running_run.pk, "status", {"status": "FAILED"})
+    events = collect(running_run.pk, 2)
+    assert [e.seq for e in events] == [3, 4] and events[-1].is_terminal
+
+
+def test_a_run_terminal_without_a_terminal_event_ends_the_stream(running_run):
+    write(running_run.pk, "node", {"node": "planner"})
+    DiagnosisRun.objects.filter(pk=running_run.pk).update(status=DiagnosisRun.Status.FAILED)
+    events = collect(running_run.pk, 0)
+    assert [e.kind for e in events] == ["node", "finished"]
+
+
+def test_an_idle_stream_sends_heartbeats(running_run):
+    events = collect(running_run.pk, 0, heartbeat=0.2, stop_after_heartbeats=2)
+    assert [e.kind for e in events] == ["heartbeat", "heartbeat"]
+
+
+@pytest.mark.services
+def test_with_redis_an_idle_stream_makes_no_database_query_after_the_replay(running_run, monkeypatch):
+    from django.db.backends import utils
+
+    queries, real = [], utils.CursorWrapper._execute_with_wrappers
+
+    def counting(self, sql, *args, **kwargs):  # every thread's connection (the reads use a shared pool)
+        queries.append(sql)
+        return real(self, sql, *args, **kwargs)
+
+    monkeypatch.setattr(utils.CursorWrapper, "_execute_with_wrappers", counting)
+    events = collect(running_run.pk, 0, heartbeat=0.2, stop_after_heartbeats=5)
+    assert [e.kind for e in events] == ["heartbeat"] * 5
+    # The replay (one query) and the terminal check (one query); then only the channel. (A new pool
+    # thread's connection also runs its set-up statements: they read no table.)
+    reads = [sql for sql in queries if "run_event" in sql or "diagnosis_run" in sql]
+    assert len(reads) == 2, queries
+
+
+@pytest.mark.services
+def test_with_redis_a_lost_publish_is_filled_from_the_database(running_run, monkeypatch):
+    pk = running_run.pk
+    lost = {"seq": 2}
+    real_publish = live_progress._publish_now
+
+    def lossy(run_pk, message):
+        if f'"seq": {lost["seq"]},' in message:
+            return  # Redis dropped this one
+        real_publish(run_pk, message)
+
+    monkeypatch.setattr(live_progress, "_publish_now", lossy)
+
+    async def drive(event):
+        if event.kind == "heartbeat" and event.seq is None and not drive.done:
+            drive.done = True
+            for node in ("planner", "executor"):
+                await asyncio.to_thread(write, pk, "node", {"node": node})
+            await asyncio.to_thread(write, pk, "status", {"status": "SUCCESS"})
+    drive.done = False
+
+    events = collect(pk, 0, during=drive, heartbeat=0.2)
+    assert [(e.seq, e.kind) for e in events if e.kind != "heartbeat"] == [(1, "node"), (2, "node"), (3, "status")]
+
+
+def test_the_stream_cap_refuses_beyond_the_limit_and_a_release_frees_a_slot(alice, settings):
+    settings.SSE_MAX_STREAMS_PER_USER = 2
+    first, second = stream_slots.acquire(alice.pk), stream_slots.acquire(alice.pk)
+    assert first and second
+    assert stream_slots.acquire(alice.pk) is None
+    assert stream_slots.open_count(alice.pk) == 2
+    stream_slots.release(alice.pk, first)
+    third = stream_slots.acquire(alice.pk)
+    assert third is not None
+    for token in (second, third):
+        stream_slots.release(alice.pk, token)
+    assert stream_slots.open_count(alice.pk) == 0
+
+
+def test_with_redis_unreachable_streams_and_the_cap_fall_back_to_the_database(running_run, alice, settings):
+    from tests.support.server import free_port
+
+    settings.REDIS_URL = f"redis://127.0.0.1:{free_port()}/0"  # nothing listens there
+    write(running_run.pk, "node", {"node": "planner"})  # its publish fails; the row is written
+    write(running_run.pk, "status", {"status": "SUCCESS"})
+    events = collect(running_run.pk, 0)
+    assert [(e.seq, e.kind) for e in events] == [(1, "node"), (2, "status")]
+    token = stream_slots.acquire(alice.pk)
+    assert token is not None and stream_slots.open_count(alice.pk) == 1  # counted in this process
+    stream_slots.release(alice.pk, token)
