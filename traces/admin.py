@@ -8,7 +8,10 @@ Nobody adds, changes or deletes audit rows here, superusers included; retention 
 from __future__ import annotations
 
 from django.contrib import admin
+from django.contrib.admin.options import IncorrectLookupParameters
+from django.contrib.admin.views.main import SEARCH_VAR
 from django.core.paginator import Paginator
+from django.http import HttpResponseRedirect
 from django.db.models import F
 from django.db.models.functions import Substr
 from django.urls import path, reverse
@@ -17,8 +20,10 @@ from django.utils.html import format_html, format_html_join
 from django.utils.safestring import mark_safe
 
 from diagnosis.models import AgentStep, CaseLibraryEntry, ChatSession, DiagnosisRun, ToolInvocation
+from diagnosis.tools.registry import ALLOWED_TOOLS
 from traces import admin_views
 from traces.rendering import json_html
+from traces.search import id_kind, runs_lookup
 
 admin.site.site_header = "AIOps audit console"
 admin.site.site_title = "AIOps audit console"
@@ -85,7 +90,7 @@ def _when(value) -> str:
 
 
 def _short_run_link(run_pk, run_id: str):
-    """The run id cut to its first 8 hex digits (the full id in the tooltip), linking to the run page."""
+    """The run id cut to its first 8 hex digits (the full id in the tooltip; that prefix finds the run)."""
     url = reverse("admin:diagnosis_diagnosisrun_change", args=[run_pk])
     return format_html('<a class="rc-mono" href="{}" title="{}">{}…</a>', url, run_id, run_id[:12])
 
@@ -129,6 +134,111 @@ class FeedbackFilter(admin.SimpleListFilter):
         return queryset
 
 
+class InputFilter(admin.SimpleListFilter):
+    """A filter typed into a box (an error code, a model, a range) instead of picked from links."""
+
+    template = "admin/rc_input_filter.html"
+    placeholder = ""
+
+    def lookups(self, request, model_admin):
+        return []
+
+    def has_output(self):
+        return True
+
+    def choices(self, changelist):
+        preserved = [(k, v) for k, v in changelist.params.items() if k not in (self.parameter_name, "p", "e")]
+        yield {
+            "preserved": preserved, "value": self.value() or "", "placeholder": self.placeholder,
+            "parameter_name": self.parameter_name,
+            "clear_url": changelist.get_query_string(remove=[self.parameter_name]),
+        }
+
+
+class ExactTextFilter(InputFilter):
+    field = ""
+
+    def queryset(self, request, queryset):
+        value = (self.value() or "").strip()
+        return queryset.filter(**{self.field: value}) if value else queryset
+
+
+class ErrorCodeFilter(ExactTextFilter):
+    title = "error code"
+    parameter_name = "error_code"
+    field = "error_code"
+    placeholder = "e.g. model_connection_error"
+
+
+class ModelNameFilter(ExactTextFilter):
+    title = "model"
+    parameter_name = "model"
+    field = "model_name"
+    placeholder = "e.g. gpt-4o-mini"
+
+
+def parse_range(value: str) -> tuple[int | None, int | None]:
+    """'100-2000', '100-' or '-2000' (whole numbers): the bounds, either may be open."""
+    low, sep, high = (value or "").strip().partition("-")
+    if not sep:
+        low, high = low, low
+    try:
+        bounds = tuple(int(part.strip().replace(",", "")) if part.strip() else None for part in (low, high))
+    except ValueError:
+        raise IncorrectLookupParameters(f"{value!r} is not a range like 100-2000") from None
+    if bounds == (None, None) or any(b is not None and b < 0 for b in bounds):
+        raise IncorrectLookupParameters(f"{value!r} is not a range like 100-2000")
+    return bounds
+
+
+class RangeFilter(InputFilter):
+    placeholder = "min-max, e.g. 1000-5000"
+    field = ""
+
+    def queryset(self, request, queryset):
+        if not (self.value() or "").strip():
+            return queryset
+        low, high = parse_range(self.value())
+        queryset = self.annotate(queryset)
+        if low is not None:
+            queryset = queryset.filter(**{f"{self.field}__gte": low})
+        if high is not None:
+            queryset = queryset.filter(**{f"{self.field}__lte": high})
+        return queryset
+
+    def annotate(self, queryset):
+        return queryset
+
+
+class LatencyFilter(RangeFilter):
+    title = "latency (ms)"
+    parameter_name = "latency"
+    field = "duration_ms"
+
+
+class TokensFilter(RangeFilter):
+    title = "tokens"
+    parameter_name = "tokens"
+    field = "rc_total_tokens"
+
+    def annotate(self, queryset):
+        return queryset.alias(rc_total_tokens=F("prompt_tokens") + F("completion_tokens"))
+
+
+class ToolFilter(admin.SimpleListFilter):
+    title = "tool called"
+    parameter_name = "tool"
+
+    def lookups(self, request, model_admin):
+        return [(name, name) for name in sorted(ALLOWED_TOOLS)]
+
+    def queryset(self, request, queryset):
+        if self.value():
+            # tool_invocation(tool_name, run) answers this from the index alone
+            return queryset.filter(pk__in=ToolInvocation.objects.filter(tool_name=self.value()).values("run_id"))
+        return queryset
+
+
 # --------------------------------------------------------------------------- runs
 
 
@@ -140,12 +250,13 @@ class DiagnosisRunAdmin(AuditAdmin):
     )
     list_display_links = None
     list_filter = (
-        "status", "agent_flow", "strategy", VerdictFilter, "degraded", FeedbackFilter,
-        ("created_at", admin.DateFieldListFilter),
+        "status", "agent_flow", "strategy", VerdictFilter, "degraded", FeedbackFilter, ToolFilter, ErrorCodeFilter,
+        ModelNameFilter, LatencyFilter, TokensFilter, ("created_at", admin.DateFieldListFilter),
     )
-    # Ids match exactly (indexed); the question is searched by substring.
-    search_fields = ("=run_id", "=session__session_id", "question")
-    search_help_text = "A run id, a session id (exact), or words of the question."
+    # Searched by `traces.search.runs_lookup`: ids by an indexed prefix lookup, the question by full text.
+    search_fields = ("question",)
+    search_help_text = ("A run id, session id or invocation id (inv-…), whole or its first 8+ characters, "
+                        "or words of the question.")
     list_select_related = ("session",)
     sortable_by = ("created", "duration", "tokens", "status_badge")
     ordering = ("-created_at", "-id")
@@ -170,7 +281,20 @@ class DiagnosisRunAdmin(AuditAdmin):
             *super().get_urls(),
         ]
 
+    def get_search_results(self, request, queryset, search_term):
+        lookup = runs_lookup(queryset, search_term)
+        request.rc_lookup = lookup
+        return lookup.queryset, False
+
     def changelist_view(self, request, extra_context=None):
+        term = request.GET.get(SEARCH_VAR, "").strip()
+        if term and id_kind(term):
+            # An id that names exactly one run opens that run.
+            lookup = runs_lookup(DiagnosisRun.objects.all(), term)
+            if lookup.by_id:
+                found = list(lookup.queryset.order_by().values_list("pk", flat=True)[:2])
+                if len(found) == 1:
+                    return HttpResponseRedirect(reverse("admin:diagnosis_diagnosisrun_change", args=[found[0]]))
         return super().changelist_view(request, {"title": "Diagnosis runs", **(extra_context or {})})
 
     def change_view(self, request, object_id, form_url="", extra_context=None):
@@ -187,7 +311,8 @@ class DiagnosisRunAdmin(AuditAdmin):
     def session_link(self, run):
         url = reverse("admin:diagnosis_chatsession_change", args=[run.session_id])
         session_id = run.session.session_id
-        shown = session_id if len(session_id) <= 14 else session_id[:12] + "…"
+        # Both ends: generated ids share their first characters far less than their last ones.
+        shown = session_id if len(session_id) <= 20 else session_id[:10] + "…" + session_id[-6:]
         return format_html('<a class="rc-mono" href="{}" title="{}">{}</a>', url, session_id, shown)
 
     @admin.display(description="question")

@@ -64,16 +64,6 @@ def test_it_filters_by_feedback(staff_client, runs):
     assert listed(staff_client, "?feedback=not_useful") == set()
 
 
-@pytest.mark.parametrize("term, expected", [
-    (lambda r: r["retry"].run_id, {"retry"}),
-    (lambda r: r["fallback"].session.session_id, {"fallback"}),
-    (lambda r: "checkout slow", {"fallback"}),
-    (lambda r: "refunds", {"pending"}),
-])
-def test_it_searches_run_id_session_id_and_question(staff_client, runs, term, expected):
-    assert listed(staff_client, f"?q={term(runs)}") == {runs[name].run_id for name in expected}
-
-
 def test_the_list_query_leaves_the_heavy_columns_in_the_database(staff_client, runs):
     with CaptureQueriesContext(connection) as ctx:
         staff_client.get(LIST)
