@@ -1,5 +1,12 @@
 """HTML for the run-detail page: answers as sanitised Markdown, stored JSON pretty-printed with the
-excerpts the Gatekeeper verified marked (<mark>) at the very path they were cited from."""
+excerpts the Gatekeeper verified marked (<mark>) at the very path they were cited from.
+
+Answers are CommonMark with the GitHub tables and strikethrough (markdown-it-py), the dialect models
+write: a bullet list needs no blank line before it. Links are not made from bare URLs. nh3 then
+keeps only the tags, attributes and URL schemes below (raw HTML in the answer included: a script,
+an image or an event handler never survives).
+API clients that render `answer` themselves should use the same rules (docs/CONSOLE.md).
+"""
 
 from __future__ import annotations
 
@@ -9,20 +16,23 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import markdown
 import nh3
+from markdown_it import MarkdownIt
 from django.utils.html import escape, format_html
 from django.utils.safestring import SafeString, mark_safe
 
 from diagnosis.gatekeeper import normalise_whitespace
 from diagnosis.jsonpath import JsonPathError, parse
 
-MARKDOWN_EXTENSIONS = ["fenced_code", "tables", "sane_lists"]
+# CommonMark + GFM tables and strikethrough, no linkify; the HTML it lets through is sanitised below.
+MARKDOWN = MarkdownIt("commonmark", {"html": True, "linkify": False, "typographer": False}).enable(
+    ["table", "strikethrough"])
 ALLOWED_TAGS = {
     "a", "abbr", "b", "blockquote", "br", "code", "del", "em", "h1", "h2", "h3", "h4", "h5", "h6", "hr", "i",
-    "li", "ol", "p", "pre", "strong", "sub", "sup", "table", "tbody", "td", "th", "thead", "tr", "ul",
+    "li", "ol", "p", "pre", "s", "strong", "sub", "sup", "table", "tbody", "td", "th", "thead", "tr", "ul",
 }
-ALLOWED_ATTRIBUTES = {"a": {"href", "title"}, "abbr": {"title"}, "td": {"align"}, "th": {"align"}}
+ALLOWED_ATTRIBUTES = {"a": {"href", "title"}, "abbr": {"title"}, "td": {"style"}, "th": {"style"}, "ol": {"start"}}
+ALIGN_STYLE = re.compile(r'^text-align:(left|right|center)$')
 CITATION = re.compile(r"\[(inv-[0-9a-f]{8})\]")
 JSON_RENDER_LIMIT = 150_000  # characters of pretty JSON per value; the JSON trace API has the rest
 CONTEXT_CHARS = 240  # characters kept either side of a highlighted excerpt in the audit
@@ -31,9 +41,9 @@ CONTEXT_CHARS = 240  # characters kept either side of a highlighted excerpt in t
 def markdown_html(text: str, *, citations: Iterable[str] = ()) -> SafeString:
     """`text` as Markdown, sanitised by nh3; `[inv-…]` citations of this run link to their invocation."""
     html = nh3.clean(
-        markdown.markdown(text or "", extensions=MARKDOWN_EXTENSIONS, output_format="html"),
+        MARKDOWN.render(text or ""),
         tags=ALLOWED_TAGS, attributes=ALLOWED_ATTRIBUTES, url_schemes={"http", "https", "mailto"},
-        link_rel="noopener noreferrer nofollow",
+        link_rel="noopener noreferrer nofollow", attribute_filter=_attribute_filter,
     )
     known = set(citations)
     # Safe after sanitising: the pattern admits only an invocation id, and only ids of this run link.
@@ -41,6 +51,13 @@ def markdown_html(text: str, *, citations: Iterable[str] = ()) -> SafeString:
         lambda m: f'<a class="citation" href="#{m[1]}">[{m[1]}]</a>' if m[1] in known else m[0], html
     )
     return mark_safe(html)
+
+
+def _attribute_filter(tag: str, name: str, value: str) -> str | None:
+    """Table cells keep only their column alignment as a style."""
+    if name == "style":
+        return value if ALIGN_STYLE.match(value.replace(" ", "")) else None
+    return value
 
 
 def excerpt_pattern(excerpt: Any) -> re.Pattern[str] | None:
