@@ -288,7 +288,7 @@ class DiagnosisRunAdmin(AuditAdmin):
 
     def changelist_view(self, request, extra_context=None):
         term = request.GET.get(SEARCH_VAR, "").strip()
-        if term and id_kind(term):
+        if term and id_kind(term) and self.has_view_permission(request):
             # An id that names exactly one run opens that run.
             lookup = runs_lookup(DiagnosisRun.objects.all(), term)
             if lookup.by_id:

@@ -17,7 +17,7 @@ from django.urls import reverse
 from diagnosis.models import DiagnosisRun
 from diagnosis.services.access import can_give_feedback
 from diagnosis.services.feedback import COMMENT_MAX_CHARS, RunNotFinished, run_feedback_give
-from traces.run_detail import run_detail_build, run_detail_get
+from traces.run_detail import answer_verified, run_detail_build, run_detail_get
 
 RUN_DETAIL_TEMPLATE = "traces/run_detail.html"
 
@@ -31,6 +31,11 @@ class FeedbackForm(forms.Form):
         required=False, max_length=COMMENT_MAX_CHARS,
         widget=forms.Textarea(attrs={"rows": 3, "placeholder": "What was right or wrong about this answer? (optional)"}),
     )
+
+    def __init__(self, *args, allow_useful: bool = True, **kwargs):
+        super().__init__(*args, **kwargs)
+        if not allow_useful:  # no verified answer: nothing to put in the case library
+            self.fields["feedback"].choices = [(DiagnosisRun.Feedback.NOT_USEFUL, "Not useful")]
 
 
 def _detail_url(model_admin, request, run: DiagnosisRun) -> str:
@@ -67,7 +72,7 @@ def run_detail_view(model_admin, request, object_id, extra_context=None):
         "original": run,
         "detail": run_detail_build(data),
         "may_give_feedback": may_rate,
-        "feedback_form": FeedbackForm(initial=initial) if may_rate else None,
+        "feedback_form": FeedbackForm(initial=initial, allow_useful=answer_verified(run)) if may_rate else None,
         "feedback_url": add_preserved_filters(
             preserved, reverse("admin:diagnosis_diagnosisrun_feedback", args=[run.pk])),
         "changelist_url": add_preserved_filters(preserved, reverse("admin:diagnosis_diagnosisrun_changelist")),
@@ -86,8 +91,10 @@ def run_feedback_view(model_admin, request, object_id):
     run = _load(model_admin, request, object_id).run
     if not can_give_feedback(request.user, run):
         raise PermissionDenied("You may read this run but not rate it.")
-    form = FeedbackForm(request.POST)
-    if not form.is_valid():
+    form = FeedbackForm(request.POST, allow_useful=answer_verified(run))
+    if not run.is_terminal:
+        messages.error(request, f"Feedback not saved: {RunNotFinished(run.run_id, run.status)}.")
+    elif not form.is_valid():
         problems = "; ".join(f"{name}: {' '.join(errors)}" for name, errors in form.errors.items())
         messages.error(request, f"Feedback not saved ({problems}).")
     else:

@@ -297,6 +297,16 @@ def build_gatekeeper(
     if not audit:
         return GatekeeperView(present=False), highlights
     checks = {c.get("claim_id"): c for c in _list(verifier.get("claim_checks")) if isinstance(c, dict)}
+    return gatekeeper_view(audit, invocations, highlights, checks=checks), highlights
+
+
+def gatekeeper_view(
+    audit: dict, invocations: dict[str, ToolInvocation], highlights: dict[str, list[Highlight]], *,
+    checks: dict | None = None, label: str = "",
+) -> GatekeeperView:
+    """One stored Gatekeeper result (`GatekeeperResult.to_dict()`) claim by claim; adds its verified
+    excerpts to `highlights`."""
+    checks = checks or {}
     claims = []
     for claim in _list(audit.get("audit")):
         if not isinstance(claim, dict):
@@ -321,7 +331,7 @@ def build_gatekeeper(
             if verified and invocation is not None:
                 context = excerpt_in_context(value, binding.get("evidence_excerpt"))
                 highlight = highlight_for(binding.get("raw_path"), binding.get("evidence_excerpt"),
-                                          label=f"claim {claim.get('claim_id')}: verified excerpt")
+                                          label=f"{label}claim {claim.get('claim_id')}: verified excerpt")
                 if highlight is not None:
                     highlights.setdefault(source, []).append(highlight)
             reason = str(binding.get("reason_code", ""))
@@ -339,7 +349,121 @@ def build_gatekeeper(
         version=str(audit.get("version", "")), claims=claims,
         verified_claims=audit.get("verified_claim_count"), total_claims=audit.get("total_claim_count"),
         verified_bindings=audit.get("verified_binding_count"), total_bindings=audit.get("total_binding_count"),
-    ), highlights
+    )
+
+
+# --------------------------------------------------------------------------- alert analysis (AI_OPS)
+
+
+@dataclass
+class TaskAuditView:
+    task_id: str
+    service: str
+    goal: str
+    alert_ids: list
+    round: Any
+    status: str
+    summary: str
+    error: Any
+    invocation_ids: list
+    gatekeeper: GatekeeperView
+
+
+@dataclass
+class AiOpsView:
+    decisions: list[dict]
+    plan: list[dict]
+    tasks: list[TaskAuditView]
+    report: GatekeeperView
+    statements_total: Any
+    statements_verified: Any
+    removed: list
+    alerts_source: str
+    language: str
+
+
+def build_aiops(self_evaluation: Any, invocations: dict[str, ToolInvocation],
+                highlights: dict[str, list[Highlight]]) -> AiOpsView | None:
+    """The stored alert-analysis audit: supervisor decisions, per-task Gatekeeper results, report check."""
+    audit = _dict(_dict(self_evaluation).get("aiops_audit"))
+    if not audit:
+        return None
+    tasks = []
+    for result in _list(audit.get("tasks")):
+        if not isinstance(result, dict):
+            continue
+        task = _dict(result.get("task"))
+        gatekeeper = _dict(result.get("gatekeeper"))
+        tasks.append(TaskAuditView(
+            task_id=str(task.get("task_id", "")), service=str(task.get("service", "")), goal=str(task.get("goal", "")),
+            alert_ids=_list(task.get("alert_ids")), round=result.get("round"), status=str(result.get("status", "")),
+            summary=str(result.get("summary", "")), error=result.get("error"),
+            invocation_ids=_list(result.get("invocation_ids")),
+            gatekeeper=gatekeeper_view(gatekeeper, invocations, highlights, label=f"task {task.get('task_id')} ")
+            if gatekeeper else GatekeeperView(present=False),
+        ))
+    check = _dict(audit.get("report_check"))
+    report_gk = _dict(check.get("gatekeeper"))
+    return AiOpsView(
+        decisions=[d for d in _list(audit.get("decisions")) if isinstance(d, dict)],
+        plan=[t for t in _list(audit.get("plan")) if isinstance(t, dict)],
+        tasks=tasks,
+        report=gatekeeper_view(report_gk, invocations, highlights, label="report ") if report_gk
+        else GatekeeperView(present=False),
+        statements_total=check.get("statements_total"), statements_verified=check.get("statements_verified"),
+        removed=_list(check.get("removed")), alerts_source=str(audit.get("alerts_source", "")),
+        language=str(audit.get("language", "")),
+    )
+
+
+# --------------------------------------------------------------------------- triage
+
+
+@dataclass
+class FirstError:
+    code: str
+    message: str
+    node: str
+    anchor: str  # the element id on the page where it happened
+
+
+def first_error(run: DiagnosisRun, steps: list[AgentStep], invocations: list[ToolInvocation]) -> FirstError | None:
+    """The earliest thing that went wrong in a degraded or failed run, and the node it happened in."""
+    if not (run.degraded or run.status == DiagnosisRun.Status.FAILED):
+        return None
+    step_nodes = {s.pk: s for s in steps}
+    events = []
+    for step in steps:
+        if step.status == AgentStep.Status.FAILED or step.error:
+            code, _, message = (step.error or "step failed").partition(": ")
+            events.append((step.started_at, 0, FirstError(code.strip(), message.strip(), step.node,
+                                                          f"step-{step.step_index}")))
+    for invocation in invocations:
+        if invocation.status != ToolInvocation.Status.SUCCESS:
+            step = step_nodes.get(invocation.step_id)
+            events.append((invocation.created_at, 1, FirstError(
+                f"tool_{invocation.status.lower()}", f"{invocation.tool_name}: {invocation.error_message}",
+                step.node if step else invocation.tool_name, invocation.invocation_id)))
+    events = [e for e in events if e[0] is not None]
+    if events:
+        return min(events, key=lambda e: (e[0], e[1]))[2]
+    if run.error_code:
+        return FirstError(run.error_code, run.error_message, "run", "answer")
+    return FirstError("degraded", "the fallback wrote the answer", "fallback", "route")
+
+
+def answer_verified(run: DiagnosisRun) -> bool:
+    """Whether the run's answer rests on evidence the Gatekeeper verified (the console only offers
+    "useful" for those): a finished, non-degraded DIAGNOSIS run with verdict PASS or LOW_CONFID, or an
+    alert analysis whose report kept at least one verified statement. SIMPLE answers are unverified."""
+    if run.status != DiagnosisRun.Status.SUCCESS or run.degraded:
+        return False
+    if run.agent_flow == DiagnosisRun.Flow.AI_OPS:
+        check = _dict(_dict(_dict(run.self_evaluation).get("aiops_audit")).get("report_check"))
+        return (_number(check.get("statements_verified")) or 0) > 0
+    if run.strategy == DiagnosisRun.Strategy.SIMPLE:
+        return False
+    return run.effective_verdict in (DiagnosisRun.Verdict.PASS, DiagnosisRun.Verdict.LOW_CONFID)
 
 
 # --------------------------------------------------------------------------- self-evaluation
@@ -372,6 +496,9 @@ def _ratio(done: Any, total: Any) -> str:
 
 def build_figures(self_evaluation: Any) -> tuple[list[Figure], list[BudgetLine]]:
     rules = _dict(_dict(self_evaluation).get("rule_evaluation"))
+    aiops = _dict(_dict(self_evaluation).get("aiops_rule_evaluation"))
+    if aiops and not rules:
+        return _aiops_figures(aiops), _budget_lines(_dict(aiops.get("budget")))
     if not rules:
         return [], []
     validity = _number(rules.get("citation_validity_rate"))
@@ -392,6 +519,41 @@ def build_figures(self_evaluation: Any) -> tuple[list[Figure], list[BudgetLine]]
                tone="bad" if rules.get("fallback_used") else "good"),
     ]
     budget = _dict(rules.get("budget"))
+    if budget.get("exceeded"):
+        figures.append(Figure("Budget", "exceeded", str(budget.get("exceeded")), "bad"))
+    return figures, _budget_lines(budget)
+
+
+def _aiops_figures(rules: dict) -> list[Figure]:
+    validity = _number(rules.get("citation_validity"))
+    report = _number(rules.get("report_citation_validity"))
+    success = _number(rules.get("tool_success_rate"))
+    by_status = _dict(rules.get("tool_calls_by_status"))
+    tone = lambda v: "" if v is None else "good" if v >= 0.999 else "warn" if v > 0 else "bad"  # noqa: E731
+    figures = [
+        Figure("Citation validity", _percent(validity),
+               _ratio(rules.get("bindings_verified"), rules.get("bindings_total")) + " bindings in the tasks", tone(validity)),
+        Figure("Claims verified", _ratio(rules.get("claims_verified"), rules.get("claims_total")), "by the Gatekeeper"),
+        Figure("Report check", _percent(report),
+               _ratio(rules.get("report_statements_verified"), rules.get("report_statements_total"))
+               + f" statements kept, {rules.get('report_statements_removed', 0)} removed", tone(report)),
+        Figure("Alerts", _ratio(rules.get("alerts_with_verified_findings"), rules.get("alerts_total")),
+               f"with verified findings (source: {rules.get('alerts_source', '—')})"),
+        Figure("Supervisor rounds", _ratio(rules.get("rounds"), rules.get("max_rounds")),
+               " → ".join(str(d) for d in _list(rules.get("decisions"))) or "no decision"),
+        Figure("Tool success", _percent(success),
+               ", ".join(f"{count} {status.lower()}" for status, count in sorted(by_status.items())) or "no tool calls",
+               "" if success is None else "good" if success >= 0.999 else "warn"),
+        Figure("Fallback", "used" if rules.get("fallback_used") else "not used",
+               str(rules.get("fallback_reason") or ""), "bad" if rules.get("fallback_used") else "good"),
+    ]
+    exceeded = _dict(rules.get("budget")).get("exceeded")
+    if exceeded:
+        figures.append(Figure("Budget", "exceeded", str(exceeded), "bad"))
+    return figures
+
+
+def _budget_lines(budget: dict) -> list[BudgetLine]:
     lines = []
     for label, used_key, limit_key, unit in (
         ("Model calls", "model_calls", "max_model_calls", ""),
@@ -406,9 +568,7 @@ def build_figures(self_evaluation: Any) -> tuple[list[Figure], list[BudgetLine]]
             continue
         shown = f"{used:,.2f}" if isinstance(used, float) and not float(used).is_integer() else f"{int(used):,}"
         lines.append(BudgetLine(label, shown + unit, f"{int(limit):,}{unit}", round(min(used / limit * 100, 100), 1)))
-    if budget.get("exceeded"):
-        figures.append(Figure("Budget", "exceeded", str(budget.get("exceeded")), "bad"))
-    return figures, lines
+    return lines
 
 
 # --------------------------------------------------------------------------- the page
@@ -436,6 +596,10 @@ class RunDetail:
     queue_ms: float | None
     has_case: bool
     tool_total: int
+    aiops: AiOpsView | None = None
+    first_error: FirstError | None = None
+    answer_verified: bool = False
+    unverified: bool = False  # a SIMPLE answer: one model call, nothing checked
 
 
 def run_detail_build(data: RunDetailData) -> RunDetail:
@@ -444,6 +608,8 @@ def run_detail_build(data: RunDetailData) -> RunDetail:
     trace = orchestration_trace_parse(run.orchestration_trace)
     route = summarise_route(trace)
     gatekeeper, highlights = build_gatekeeper(run.self_evaluation, invocations)
+    aiops = build_aiops(run.self_evaluation, invocations, highlights) if run.agent_flow == DiagnosisRun.Flow.AI_OPS \
+        else None
     figures, budget = build_figures(run.self_evaluation)
     verifier = _dict(_dict(run.self_evaluation).get("verifier_evaluation"))
     evidence_retries = route.evidence_retry_count if route else 0
@@ -469,4 +635,8 @@ def run_detail_build(data: RunDetailData) -> RunDetail:
         queue_ms=_ms_between(run.created_at, run.started_at),
         has_case=getattr(run, "case", None) is not None,  # loaded by select_related: no query
         tool_total=len(data.invocations),
+        aiops=aiops,
+        first_error=first_error(run, data.steps, data.invocations),
+        answer_verified=answer_verified(run),
+        unverified=run.strategy == DiagnosisRun.Strategy.SIMPLE and run.agent_flow == DiagnosisRun.Flow.CHAT,
     )

@@ -149,12 +149,14 @@ def test_a_fallback_run_says_it_is_degraded_and_shows_the_rejected_citation(staf
     assert ">REJECT<" in section(page, "gatekeeper") and "excerpt_mismatch" in page
 
 
-def test_a_simple_run_without_a_trace_still_draws_the_topology_and_says_why(staff_client, alice):
+def test_a_simple_run_is_labelled_unverified_instead_of_drawing_an_empty_graph(staff_client, alice):
     run = DiagnosisRunFactory(session__owner=alice, strategy="SIMPLE", status="SUCCESS", answer="Hello!")
     page = detail(staff_client, run)
-    assert "SIMPLE strategy: one model call, no graph" in page
-    assert 'data-has-trace="false"' in page
-    assert "No Gatekeeper audit" in page and "No self-evaluation stored" in page and "No step recorded." in page
+    assert 'id="unverified-badge"' in page and 'id="unverified-route"' in page and 'id="unverified-audit"' in page
+    assert "route-svg" not in section(page, "route")  # no grey diagnosis graph
+    assert "No self-evaluation stored" in page and "No step recorded." in page
+    diagnosis = DiagnosisRunFactory(session__owner=alice, status="SUCCESS", answer="Hi")
+    assert "unverified" not in detail(staff_client, diagnosis).lower()
 
 
 def test_an_invalid_stored_trace_is_reported_not_drawn(staff_client, alice):
