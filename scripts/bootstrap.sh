@@ -34,6 +34,10 @@ if [ "$MODE" = "test" ]; then
   # The suite drives Debian's chromium and starts a real Prometheus server.
   apt_install chromium prometheus
 fi
+# CJK fonts: Chinese in the console (and its screenshots) renders as glyphs, not boxes.
+if [ "$MODE" = "test" ] || [ "$MODE" = "run" ]; then
+  apt_install fonts-noto-cjk
+fi
 
 if [ ! -x "$VENV/bin/python" ]; then
   if ! "$PY" -m venv "$VENV" 2>/dev/null; then

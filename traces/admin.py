@@ -278,6 +278,7 @@ class DiagnosisRunAdmin(AuditAdmin):
         view = self.admin_site.admin_view
         return [
             path("<path:object_id>/feedback/", view(self.feedback_view), name="%s_%s_feedback" % info),
+            path("<path:object_id>/part/<str:kind>/<str:key>/", view(self.part_view), name="%s_%s_part" % info),
             *super().get_urls(),
         ]
 
@@ -302,6 +303,9 @@ class DiagnosisRunAdmin(AuditAdmin):
 
     def feedback_view(self, request, object_id):
         return admin_views.run_feedback_view(self, request, object_id)
+
+    def part_view(self, request, object_id, kind, key):
+        return admin_views.run_part_view(self, request, object_id, kind, key)
 
     @admin.display(description="run")
     def run_link(self, run):

@@ -17,7 +17,9 @@ from django.urls import reverse
 from diagnosis.models import DiagnosisRun
 from diagnosis.services.access import can_give_feedback
 from diagnosis.services.feedback import COMMENT_MAX_CHARS, RunNotFinished, run_feedback_give
-from traces.run_detail import answer_verified, run_detail_build, run_detail_get
+from traces.run_detail import (
+    answer_verified, invocation_part, part_base, run_detail_build, run_detail_get, step_part,
+)
 
 RUN_DETAIL_TEMPLATE = "traces/run_detail.html"
 
@@ -109,3 +111,28 @@ def run_feedback_view(model_admin, request, object_id):
             case = " It is now in the case library." if given.case is not None else ""
             messages.success(request, f"Feedback saved: {label}.{case}")
     return HttpResponseRedirect(_detail_url(model_admin, request, run) + "#feedback")
+
+
+def run_part_view(model_admin, request, object_id, kind, key):
+    """GET one heavy part of the run page as an HTML fragment: a step's model input and output
+    (``step/<index>``), a tool call's arguments and result (``tool/<invocation id>``) or a whole
+    large result (``result/<invocation id>``). Staff with view permission only, like the page."""
+    if request.method not in ("GET", "HEAD"):
+        return HttpResponseNotAllowed(["GET", "HEAD"])
+    if not model_admin.has_view_permission(request):
+        raise PermissionDenied
+    data = _load(model_admin, request, object_id)
+    context = {"detail": {"part_base": part_base(data.run)}}
+    if kind == "step" and key.isdigit():
+        view = step_part(data, int(key))
+        template, context["s"] = "traces/_step_body.html", view
+    elif kind in ("tool", "result"):
+        view = invocation_part(data, key, full=kind == "result")
+        template, context["inv"] = "traces/_tool_invocation_body.html", view
+        if kind == "result" and view is not None:
+            return TemplateResponse(request, "traces/_result_full.html", context)
+    else:
+        view = None
+    if view is None:
+        raise Http404(f"No part {kind}/{key} in this run.")
+    return TemplateResponse(request, template, context)

@@ -18,7 +18,9 @@ from django.utils.safestring import SafeString
 
 from diagnosis.jsonpath import NOT_FOUND, JsonPathError, resolve
 from diagnosis.models import AgentStep, DiagnosisRun, ToolInvocation
-from traces.rendering import Highlight, excerpt_in_context, highlight_for, json_html, markdown_html
+from traces.rendering import (
+    FULL_LIMIT, Highlight, ResultView, excerpt_in_context, highlight_for, json_html, markdown_html, result_html,
+)
 from traces.route_svg import RouteSummary, render_route_svg, summarise_route
 from traces.selectors import orchestration_trace_parse
 
@@ -110,6 +112,9 @@ class InvocationView:
     evidence_count: int
     bar: Bar
     admin_url: str
+    lazy: bool = False  # the body is loaded when the row is opened
+    windowed: bool = False  # the result shows windows around its verified excerpts; "show all" loads it whole
+    result_chars: int = 0
 
 
 @dataclass
@@ -125,6 +130,7 @@ class StepView:
     invocations: list[InvocationView]
     phase: str = ""
     admin_url: str = ""
+    lazy: bool = False  # model input and output are loaded when the step is opened
 
 
 @dataclass
@@ -187,21 +193,32 @@ def _bar(start_ms: float, duration_ms: float, total_ms: float) -> Bar:
     return Bar(round(left, 2), round(width, 2))
 
 
-def _invocation_view(invocation, highlights, t0, total_ms) -> InvocationView:
+def _invocation_view(invocation, highlights, t0, total_ms, *, body: str = "auto") -> InvocationView:
+    """body: "auto" (inline when it holds verified evidence, else loaded on demand), "inline" or "full"."""
     duration = invocation.duration_ms or 0
     end = _ms_between(t0, invocation.created_at) or 0.0
+    lazy = body == "auto" and not highlights
+    view = ResultView(SafeString(""), False)
+    if not lazy and invocation.result is not None:
+        view = ResultView(json_html(invocation.result, highlights, limit=FULL_LIMIT), False) if body == "full" \
+            else result_html(invocation.result, highlights)
     return InvocationView(
         invocation=invocation,
-        arguments=json_html(invocation.arguments),
-        result=json_html(invocation.result, highlights) if invocation.result is not None else SafeString(""),
+        arguments=SafeString("") if lazy else json_html(invocation.arguments),
+        result=view.html,
         evidence_count=len(highlights),
         bar=_bar(end - duration, duration, total_ms),
         admin_url=reverse("admin:diagnosis_toolinvocation_change", args=[invocation.pk]),
+        lazy=lazy, windowed=view.windowed,
+        result_chars=len(json.dumps(invocation.result, ensure_ascii=False, default=str)) if view.windowed else 0,
     )
 
 
 def build_timeline(run: DiagnosisRun, steps: list[AgentStep], invocations: list[ToolInvocation],
-                   highlights: dict[str, list[Highlight]], evidence_retries: int) -> Timeline:
+                   highlights: dict[str, list[Highlight]], evidence_retries: int, *,
+                   step_bodies: bool = False, invocation_body: str = "auto") -> Timeline:
+    """The steps and tool calls on the run's clock. Step bodies (model input and output) are only built
+    with `step_bodies`; the page loads them when a step is opened."""
     starts = [s.started_at for s in steps if s.started_at]
     if run.started_at:
         starts.append(run.started_at)
@@ -221,7 +238,7 @@ def build_timeline(run: DiagnosisRun, steps: list[AgentStep], invocations: list[
 
     views, previous = [], None
     for step in steps:
-        body, is_json, calls, meta = _output(step.model_output)
+        body, is_json, calls, meta = _output(step.model_output) if step_bodies else (None, False, None, [])
         phase = ""
         if previous is not None and PIPELINE.get(step.node, 9) < PIPELINE.get(previous.node, 9):
             phase = ("Evidence retry: the planner runs again in EVIDENCE_GAP_ONLY mode"
@@ -229,18 +246,20 @@ def build_timeline(run: DiagnosisRun, steps: list[AgentStep], invocations: list[
         views.append(StepView(
             step=step,
             bar=_bar(_ms_between(t0, step.started_at) or 0, step.duration_ms or 0, total_ms),
-            messages=_messages(step.model_input),
+            messages=_messages(step.model_input) if step_bodies else [],
             output_body=body, output_is_json=is_json, output_tool_calls=calls, output_meta=meta,
-            output_raw=json_html(step.model_output),
-            invocations=[_invocation_view(i, highlights.get(i.invocation_id, []), t0, total_ms)
+            output_raw=json_html(step.model_output) if step_bodies else SafeString(""),
+            invocations=[_invocation_view(i, highlights.get(i.invocation_id, []), t0, total_ms, body=invocation_body)
                          for i in by_step.get(step.pk, [])],
             phase=phase,
             admin_url=reverse("admin:diagnosis_agentstep_change", args=[step.pk]),
+            lazy=not step_bodies,
         ))
         previous = step
     return Timeline(
         steps=views,
-        orphans=[_invocation_view(i, highlights.get(i.invocation_id, []), t0, total_ms) for i in orphans],
+        orphans=[_invocation_view(i, highlights.get(i.invocation_id, []), t0, total_ms, body=invocation_body)
+                 for i in orphans],
         total_ms=total_ms,
         step_ms=sum(s.duration_ms or 0 for s in steps),
         tool_ms=sum(i.duration_ms or 0 for i in invocations),
@@ -597,6 +616,7 @@ class RunDetail:
     has_case: bool
     tool_total: int
     aiops: AiOpsView | None = None
+    part_base: str = ""  # parts loaded on demand: <part_base>step/<index>/, tool/<id>/, result/<id>/
     first_error: FirstError | None = None
     answer_verified: bool = False
     unverified: bool = False  # a SIMPLE answer: one model call, nothing checked
@@ -636,7 +656,42 @@ def run_detail_build(data: RunDetailData) -> RunDetail:
         has_case=getattr(run, "case", None) is not None,  # loaded by select_related: no query
         tool_total=len(data.invocations),
         aiops=aiops,
+        part_base=part_base(run),
         first_error=first_error(run, data.steps, data.invocations),
         answer_verified=answer_verified(run),
         unverified=run.strategy == DiagnosisRun.Strategy.SIMPLE and run.agent_flow == DiagnosisRun.Flow.CHAT,
     )
+
+
+# --------------------------------------------------------------------------- parts loaded on demand
+
+
+def part_base(run: DiagnosisRun) -> str:
+    return reverse("admin:diagnosis_diagnosisrun_part", args=[run.pk, "step", "0"]).rsplit("step/0/", 1)[0]
+
+
+def _highlights(run: DiagnosisRun, invocations: dict[str, ToolInvocation]) -> dict[str, list[Highlight]]:
+    _, highlights = build_gatekeeper(run.self_evaluation, invocations)
+    if run.agent_flow == DiagnosisRun.Flow.AI_OPS:
+        build_aiops(run.self_evaluation, invocations, highlights)
+    return highlights
+
+
+def step_part(data: RunDetailData, step_index: int) -> StepView | None:
+    """One step of the timeline with its model input and output, for the page to load when opened."""
+    steps = [s for s in data.steps if s.step_index == step_index]
+    if not steps:
+        return None
+    invocations = {i.invocation_id: i for i in data.invocations}
+    timeline = build_timeline(data.run, steps, [], _highlights(data.run, invocations), 0, step_bodies=True)
+    return timeline.steps[0]
+
+
+def invocation_part(data: RunDetailData, invocation_id: str, *, full: bool) -> InvocationView | None:
+    """One tool call's arguments and result (the whole result with `full`), its verified excerpts marked."""
+    invocations = {i.invocation_id: i for i in data.invocations}
+    invocation = invocations.get(invocation_id)
+    if invocation is None:
+        return None
+    highlights = _highlights(data.run, invocations).get(invocation_id, [])
+    return _invocation_view(invocation, highlights, data.run.created_at, 0, body="full" if full else "inline")

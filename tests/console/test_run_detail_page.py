@@ -21,6 +21,12 @@ def detail(client, run) -> str:
     return response.content.decode()
 
 
+def part(client, run, kind: str, key) -> str:
+    response = client.get(reverse("admin:diagnosis_diagnosisrun_part", args=[run.pk, kind, str(key)]))
+    assert response.status_code == 200
+    return response.content.decode()
+
+
 def section(page: str, name: str) -> str:
     start = page.index(f'<section class="rc-section" id="{name}">')
     return page[start:page.index("</section>", start)]
@@ -76,9 +82,11 @@ def test_the_timeline_lists_steps_and_tool_calls_with_durations(staff_client, re
     assert "Evidence retry: the planner runs again in EVIDENCE_GAP_ONLY mode" in timeline
     assert "840 ms" in timeline and "180 ms" in timeline  # a step and a tool call duration
     assert "attempt 2</span>" in timeline and ">FAILED<" in timeline
-    # model input and output collapsible and pretty-printed
-    assert '<details class="rc-msg rc-msg-system">' in timeline
-    assert '<span class="j-key">&quot;goal&quot;</span>: <span class="j-str">"explain payment-service errors"</span>' in timeline
+    # model input and output collapsible and pretty-printed, loaded when the step opens
+    assert '<details class="rc-msg rc-msg-system">' not in timeline and 'data-part="' in timeline
+    step = part(staff_client, retried, "step", 0)
+    assert '<details class="rc-msg rc-msg-system">' in step
+    assert '<span class="j-key">&quot;goal&quot;</span>: <span class="j-str">"explain payment-service errors"</span>' in step
     # each tool call with its arguments, status and result
     logs = retried.tool_invocations.get(tool_name="query_logs")
     assert f'id="{logs.invocation_id}" data-tool="query_logs" open' in timeline
@@ -90,7 +98,8 @@ def test_a_verified_excerpt_is_marked_inside_the_tool_result_it_came_from(staff_
     page = detail(staff_client, retried)
     logs = retried.tool_invocations.get(tool_name="query_logs")
     start = page.index(f'id="{logs.invocation_id}"')
-    result = page[page.index('<pre class="rc-json rc-result">', start):page.index("</pre>", page.index('<pre class="rc-json rc-result">', start))]
+    opening = page.index('<pre class="rc-json rc-result"', start)
+    result = page[opening:page.index("</pre>", opening)]
     marked = re.findall(r'<mark class="evidence"[^>]*>(.*?)</mark>', result)
     assert marked == [POOL_EXCERPT]  # only at $.records[1].message, not everywhere the words appear
     assert result.index("HikariPool-1 - <mark") > result.index(LOGS["records"][0]["message"][:20])
@@ -178,4 +187,5 @@ def test_stored_text_is_escaped_everywhere(staff_client, alice):
     step.save(update_fields=["model_input"])
     page = detail(staff_client, run)
     assert "&lt;b&gt;bold&lt;/b&gt; question" in page and "<b>bold</b> question" not in page
-    assert "<img src=x" not in page and "&lt;img src=x onerror=alert(1)&gt;" in page
+    step = part(staff_client, run, "step", step.step_index)
+    assert "<img src=x" not in step and "&lt;img src=x onerror=alert(1)&gt;" in step
