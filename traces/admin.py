@@ -19,7 +19,9 @@ from django.utils.functional import cached_property
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import mark_safe
 
-from diagnosis.models import AgentStep, CaseLibraryEntry, ChatSession, DiagnosisRun, ToolInvocation
+from diagnosis.models import (
+    AgentStep, CaseLibraryEntry, ChatSession, DiagnosisRun, RunReview, RunReviewEntry, ToolInvocation,
+)
 from diagnosis.tools.registry import ALLOWED_TOOLS
 from traces import admin_views
 from traces.rendering import json_html
@@ -277,7 +279,10 @@ class DiagnosisRunAdmin(AuditAdmin):
         info = self.opts.app_label, self.opts.model_name
         view = self.admin_site.admin_view
         return [
+            path("review-queue/", view(self.review_queue_view), name="%s_%s_review_queue" % info),
+            path("diff/", view(self.diff_view), name="%s_%s_diff" % info),
             path("<path:object_id>/feedback/", view(self.feedback_view), name="%s_%s_feedback" % info),
+            path("<path:object_id>/review/", view(self.review_view), name="%s_%s_review" % info),
             path("<path:object_id>/part/<str:kind>/<str:key>/", view(self.part_view), name="%s_%s_part" % info),
             *super().get_urls(),
         ]
@@ -303,6 +308,15 @@ class DiagnosisRunAdmin(AuditAdmin):
 
     def feedback_view(self, request, object_id):
         return admin_views.run_feedback_view(self, request, object_id)
+
+    def review_view(self, request, object_id):
+        return admin_views.run_review_view(self, request, object_id)
+
+    def review_queue_view(self, request):
+        return admin_views.review_queue_view(self, request)
+
+    def diff_view(self, request):
+        return admin_views.run_diff_view(self, request)
 
     def part_view(self, request, object_id, kind, key):
         return admin_views.run_part_view(self, request, object_id, kind, key)
@@ -568,3 +582,50 @@ class CaseLibraryEntryAdmin(AuditAdmin):
     def question_preview(self, case):
         text = getattr(case, "question_head", None) or ""
         return text[:PREVIEW_CHARS] + ("…" if len(text) > PREVIEW_CHARS else "")
+
+
+# --------------------------------------------------------------------------- reviews
+
+
+@admin.register(RunReview)
+class RunReviewAdmin(AuditAdmin):
+    """Reviews as recorded rows, for auditors: who opened, assigned, labelled and resolved what, and when.
+    They are written from a run's page (the reviews service), never here."""
+
+    list_display = ("run_link", "trigger", "status", "assignee", "reason_labels", "resolution", "created_by",
+                    "created_at", "resolved_by", "resolved_at")
+    list_select_related = ("run", "assignee", "created_by", "resolved_by")
+    list_filter = ("status", "trigger", "resolution")
+    search_fields = ("=run__run_id",)
+    search_help_text = "A run id (exact)."
+    ordering = ("-created_at", "-id")
+    fields = ("run_link", "trigger", "status", "assignee", "reason_labels", "resolution", "note", "created_by",
+              "created_at", "updated_by", "updated_at", "resolved_by", "resolved_at", "history")
+
+    def get_queryset(self, request):
+        return super().get_queryset(request).defer(
+            "run__question", "run__answer", "run__self_evaluation", "run__orchestration_trace", "run__error_message",
+            "run__feedback_comment",
+        )
+
+    @admin.display(description="run")
+    def run_link(self, review):
+        url = reverse("admin:diagnosis_diagnosisrun_change", args=[review.run_id])
+        return format_html('<a class="rc-mono" href="{}#review">{}</a>', url, review.run.run_id)
+
+    @admin.display(description="reasons")
+    def reason_labels(self, review):
+        labels = dict(RunReview.Reason.choices)
+        return ", ".join(labels.get(r, r) for r in review.reasons or []) or "—"
+
+    @admin.display(description="history")
+    def history(self, review):
+        entries = RunReviewEntry.objects.filter(review=review).select_related("actor")
+        return format_html(
+            '<table class="rc-session-runs"><thead><tr><th>when</th><th>who</th><th>action</th><th>changes</th>'
+            "</tr></thead><tbody>{}</tbody></table>",
+            format_html_join("", "<tr><td>{}</td><td>{}</td><td>{}</td><td><code>{}</code></td></tr>", (
+                (_when(e.created_at), e.actor.get_username() if e.actor else "—", e.action, e.changes)
+                for e in entries
+            )),
+        )

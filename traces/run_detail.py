@@ -44,14 +44,16 @@ REASON_HELP = {
 
 @dataclass(frozen=True)
 class RunDetailData:
-    run: DiagnosisRun  # with session, session.owner, feedback_by and case loaded
+    run: DiagnosisRun  # with session, session.owner, feedback_by, case and review (+ assignee) loaded
     steps: list[AgentStep]
     invocations: list[ToolInvocation]
 
 
 def run_detail_get(*, pk: Any) -> RunDetailData | None:
     """The run with pk (or run id) `pk`, its steps by index and its invocations by id: three queries."""
-    runs = DiagnosisRun.objects.select_related("session", "session__owner", "feedback_by", "case").defer(
+    runs = DiagnosisRun.objects.select_related(
+        "session", "session__owner", "feedback_by", "case", "review", "review__assignee",
+    ).defer(
         "session__summary", "session__metadata",
     )
     key = str(pk)

@@ -16,8 +16,8 @@ pytestmark = pytest.mark.django_db
 RUN_LIST_QUERIES = 6
 ID_LOOKUP_QUERIES = 5
 # session, user, run (+ session, owner, feedback author, case), steps, invocations, two permission
-# loads, the support-staff check of the feedback rule
-RUN_DETAIL_QUERIES = 8
+# loads, the support-staff check of the feedback rule, the reviewer check, the reviewers to assign to
+RUN_DETAIL_QUERIES = 10
 # session, user, two permission loads, the chat session with its owner, its runs in order
 SESSION_PAGE_QUERIES = 6
 
