@@ -340,7 +340,7 @@ class DiagnosisRunAdmin(AuditAdmin):
 
     @admin.display(description="status", ordering="status")
     def status_badge(self, run):
-        return _badge(run.status)
+        return _badge(run.status, "degraded" if run.degraded else None)  # a degraded success is not green
 
     @admin.display(description="verdict")
     def verdict_badge(self, run):
