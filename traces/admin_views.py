@@ -10,7 +10,7 @@ from django import forms
 from django.contrib import messages
 from django.contrib.admin.templatetags.admin_urls import add_preserved_filters
 from django.core.exceptions import PermissionDenied
-from django.http import Http404, HttpResponseNotAllowed, HttpResponseRedirect
+from django.http import Http404, HttpResponse, HttpResponseNotAllowed, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import reverse
 
@@ -22,6 +22,7 @@ from diagnosis.services import reviews
 from diagnosis.services.access import can_give_feedback
 from diagnosis.services.feedback import COMMENT_MAX_CHARS, RunNotFinished, run_feedback_give
 from traces.diff import run_facts, runs_diff
+from traces.rendering import json_html
 from traces.search import id_kind, runs_lookup
 from traces.run_detail import (
     answer_verified, invocation_part, part_base, run_detail_build, run_detail_get, step_part,
@@ -167,6 +168,8 @@ def run_part_view(model_admin, request, object_id, kind, key):
         raise PermissionDenied
     data = _load(model_admin, request, object_id)
     context = {"detail": {"part_base": part_base(data.run)}}
+    if kind == "self-evaluation" and key == "json":
+        return HttpResponse(json_html(data.run.self_evaluation), content_type="text/html; charset=utf-8")
     if kind == "step" and key.isdigit():
         view = step_part(data, int(key))
         template, context["s"] = "traces/_step_body.html", view

@@ -649,7 +649,7 @@ def run_detail_build(data: RunDetailData) -> RunDetail:
         budget=budget,
         verifier=verifier,
         prompt_audit=_dict(verifier.get("prompt_audit")),
-        self_evaluation_json=json_html(run.self_evaluation) if run.self_evaluation is not None else None,
+        self_evaluation_json=None,  # loaded on demand: part/self-evaluation/json/
         trace_api_url=f"{reverse('diagnosis-trace', kwargs={'session_id': session_id})}?runId={run.run_id}",
         steps_url=f"{reverse('admin:diagnosis_agentstep_changelist')}?run__id__exact={run.pk}",
         invocations_url=f"{reverse('admin:diagnosis_toolinvocation_changelist')}?run__id__exact={run.pk}",

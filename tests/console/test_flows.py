@@ -128,3 +128,23 @@ def test_the_feedback_form_offers_useful_only_for_a_verified_answer(staff_client
         assert stored.feedback is None and "Feedback not saved" in response.content.decode()
         staff_client.post(url, {"feedback": "not_useful"})
         assert DiagnosisRun.objects.get(pk=run.pk).feedback == "not_useful"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_real_six_step_run_page_stays_under_150_kb(client, alice, demo_knowledge, eager_tasks):  # noqa: F811
+    roles_create()
+    from tests.console.conftest import support_staff_create
+
+    client.force_login(support_staff_create())
+    response = token_client(alice).post("/api/chat", {"question": "Why is payment-service failing?",
+                                                      "mode": "diagnosis", "sessionId": "weight-1"}, format="json")
+    assert response.status_code == 200
+    run = DiagnosisRun.objects.get(run_id=response.json()["runId"])
+    assert run.step_count == 6 and run.status == "SUCCESS"
+    page = detail(client, run)
+    assert len(page.encode()) < 150_000, len(page.encode())
+    # the heavy parts are one request away
+    for step in run.steps.all():
+        assert f'data-part="/admin/diagnosis/diagnosisrun/{run.pk}/part/step/{step.step_index}/"' in page
+    raw = client.get(reverse("admin:diagnosis_diagnosisrun_part", args=[run.pk, "self-evaluation", "json"]))
+    assert raw.status_code == 200 and "rule_evaluation" in raw.content.decode()
