@@ -9,6 +9,8 @@ changelist, the template) with DEBUG off; every case runs once to warm up, then 
     .venv/bin/python bench/console_lookup.py                       # SQLite, 1,000,000 runs
     .venv/bin/python bench/console_lookup.py --mysql               # MySQL/MariaDB database bench_console
     .venv/bin/python bench/console_lookup.py --runs 200000 --repeat 9
+    .venv/bin/python bench/console_lookup.py --keep               # leave the filled database in place …
+    .venv/bin/python bench/console_lookup.py --reuse sqlite:////tmp/…/bench_console.sqlite3   # … and time it again
 """
 
 from __future__ import annotations
@@ -127,6 +129,18 @@ def fill(total: int, seed: int = 16) -> dict:
     return {**picked, "owner": owner}
 
 
+def picked_ids(total: int) -> dict:
+    """The ids `fill` picked, read back from an already filled database."""
+    from django.contrib.auth import get_user_model
+
+    from diagnosis.models import DiagnosisRun, ToolInvocation
+
+    run = DiagnosisRun.objects.select_related("session").get(pk=total // 2 + 1)
+    return {"run_id": run.run_id, "session_id": run.session.session_id,
+            "invocation_id": ToolInvocation.objects.filter(run=run).values_list("invocation_id", flat=True)[0],
+            "owner": get_user_model().objects.get(username="bench-staff")}
+
+
 def time_get(client, url: str, repeat: int) -> tuple[float, float, int]:
     response = client.get(url)  # warm-up
     status = response.status_code
@@ -145,12 +159,36 @@ def main() -> None:
     parser.add_argument("--mysql", action="store_true")
     parser.add_argument("--runs", type=int, default=1_000_000)
     parser.add_argument("--repeat", type=int, default=7)
+    parser.add_argument("--keep", action="store_true", help="do not drop the filled database at the end")
+    parser.add_argument("--reuse", metavar="DATABASE_URL", help="time an already filled database (no fill)")
     args = parser.parse_args()
-    with bench_database(mysql=args.mysql, name="bench_console") as db:
+    if args.reuse:
+        import contextlib
+        import os
+
+        from _support import BASE_ENV, ROOT
+
+        os.environ.update({**BASE_ENV, "DATABASE_URL": args.reuse})
+        os.chdir(ROOT)
+        import django
+
+        django.setup()
+        context = contextlib.nullcontext()
+    else:
+        context = bench_database(mysql=args.mysql, name="bench_console")
+    with context as db:
         from django.db import connection
         from django.test import Client
 
-        ids = fill(args.runs)
+        if args.reuse:
+            from diagnosis.models import DiagnosisRun
+
+            args.runs = DiagnosisRun.objects.order_by("-id").values_list("id", flat=True).first()
+            ids = picked_ids(args.runs)
+        else:
+            ids = fill(args.runs)
+            if args.keep:
+                db.cleanup = lambda: print(f"kept: {db.url}")
         client = Client()
         client.force_login(ids["owner"])
         base = "/admin/diagnosis/diagnosisrun/"

@@ -12,7 +12,7 @@ from django.contrib.admin.options import IncorrectLookupParameters
 from django.contrib.admin.views.main import SEARCH_VAR
 from django.core.paginator import Paginator
 from django.http import HttpResponseRedirect
-from django.db.models import F
+from django.db.models import F, Prefetch
 from django.db.models.functions import Substr
 from django.urls import path, reverse
 from django.utils.functional import cached_property
@@ -25,7 +25,7 @@ from diagnosis.models import (
 from diagnosis.tools.registry import ALLOWED_TOOLS
 from traces import admin_views
 from traces.rendering import json_html
-from traces.search import id_kind, runs_lookup
+from traces.search import TEXT_MATCHES, id_kind, runs_lookup
 
 admin.site.site_header = "AIOps audit console"
 admin.site.site_title = "AIOps audit console"
@@ -235,10 +235,15 @@ class ToolFilter(admin.SimpleListFilter):
         return [(name, name) for name in sorted(ALLOWED_TOOLS)]
 
     def queryset(self, request, queryset):
-        if self.value():
-            # tool_invocation(tool_name, run) answers this from the index alone
-            return queryset.filter(pk__in=ToolInvocation.objects.filter(tool_name=self.value()).values("run_id"))
-        return queryset
+        if not self.value():
+            return queryset
+        # The newest runs that called the tool, from the tool_invocation(tool_name, run) index alone and
+        # bounded like the list's count (MySQL takes no LIMIT inside IN: a derived table does it).
+        return queryset.extra(
+            where=["diagnosis_run.id IN (SELECT run_id FROM (SELECT ti.run_id FROM tool_invocation ti "
+                   "WHERE ti.tool_name = %s ORDER BY ti.run_id DESC LIMIT %s) AS tool_runs)"],
+            params=[self.value(), CappedCountPaginator.COUNT_CAP + 1],
+        )
 
 
 # --------------------------------------------------------------------------- runs
@@ -259,7 +264,9 @@ class DiagnosisRunAdmin(AuditAdmin):
     search_fields = ("question",)
     search_help_text = ("A run id, session id or invocation id (inv-…), whole or its first 8+ characters, "
                         "or words of the question.")
-    list_select_related = ("session",)
+    # The page's sessions come in a second query (WHERE id IN …) rather than a JOIN: with table
+    # statistics SQLite would otherwise drive the join from chat_session and sort the whole table.
+    list_select_related = False
     sortable_by = ("created", "duration", "tokens", "status_badge")
     ordering = ("-created_at", "-id")
     # The heavy JSON and text columns stay in the database on list pages.
@@ -271,8 +278,9 @@ class DiagnosisRunAdmin(AuditAdmin):
     def get_queryset(self, request):
         return (
             super().get_queryset(request)
-            .defer(*self.HEAVY_FIELDS)
+            .defer(*[f for f in self.HEAVY_FIELDS if not f.startswith("session__")])
             .annotate(question_head=Substr("question", 1, PREVIEW_CHARS + 1))
+            .prefetch_related(Prefetch("session", queryset=ChatSession.objects.only("id", "session_id")))
         )
 
     def get_urls(self):
@@ -286,6 +294,13 @@ class DiagnosisRunAdmin(AuditAdmin):
             path("<path:object_id>/part/<str:kind>/<str:key>/", view(self.part_view), name="%s_%s_part" % info),
             *super().get_urls(),
         ]
+
+    def get_paginator(self, request, queryset, per_page, orphans=0, allow_empty_first_page=True):
+        paginator = super().get_paginator(request, queryset, per_page, orphans, allow_empty_first_page)
+        lookup = getattr(request, "rc_lookup", None)
+        if lookup is not None and lookup.kind == "text":
+            paginator.COUNT_CAP = TEXT_MATCHES - 1  # a text search keeps only its newest matches
+        return paginator
 
     def get_search_results(self, request, queryset, search_term):
         lookup = runs_lookup(queryset, search_term)

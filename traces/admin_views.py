@@ -227,18 +227,23 @@ def review_queue_view(model_admin, request):
     state = request.GET.get("state", "open")
     state = state if state in QUEUE_STATES else "open"
     runs = reviews.review_candidates(
-        DiagnosisRun.objects.select_related("session", "review", "review__assignee").only(
+        # LEFT JOINs only (the review and its assignee): an inner join on the session would let SQLite
+        # drive the query from chat_session and sort the whole table.
+        DiagnosisRun.objects.select_related("review", "review__assignee").only(
             "id", "run_id", "status", "degraded", "effective_verdict", "feedback", "agent_flow", "strategy",
-            "created_at", "duration_ms", "session__session_id", "review__status", "review__trigger",
+            "created_at", "duration_ms", "review__status", "review__trigger",
             "review__assignee__username", "review__reasons", "review__resolution", "review__updated_at",
         ).annotate(question_head=Substr("question", 1, 91))
     )
+    resolved = RunReview.objects.filter(status=RunReview.Status.RESOLVED).values("run_id")
     if state == "open":
-        runs = runs.exclude(review__status=RunReview.Status.RESOLVED)
+        runs = runs.exclude(pk__in=resolved)
     elif state == "unassigned":
-        runs = runs.exclude(review__status=RunReview.Status.RESOLVED).filter(review__assignee__isnull=True)
+        runs = runs.exclude(pk__in=resolved).exclude(
+            pk__in=RunReview.objects.filter(assignee__isnull=False).values("run_id"))
     elif state == "mine":
-        runs = runs.filter(review__assignee=request.user).exclude(review__status=RunReview.Status.RESOLVED)
+        runs = runs.filter(pk__in=RunReview.objects.filter(assignee=request.user).values("run_id")).exclude(
+            pk__in=resolved)
     elif state == "resolved":
         runs = runs.filter(review__status=RunReview.Status.RESOLVED)
     # Never counted (the candidates of a big table): pages go forward and back only.

@@ -31,6 +31,7 @@ ID_PREFIX_MIN = 8
 RUN_ID_PREFIX = re.compile(r"^run-[0-9a-f]{4,32}$")
 INVOCATION_ID_PREFIX = re.compile(r"^inv-[0-9a-f]{4,8}$")
 SCAN_ROWS = 20_000  # a substring scan reads at most this many of the newest runs
+TEXT_MATCHES = 2_001  # a full-text search keeps the newest 2,000 matches (the list says "more than 2000")
 FTS_MIN_CHARS = 3
 CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]")
 WORD = re.compile(r"[^\s\"'()*+\-<>@~]+")
@@ -98,8 +99,10 @@ def text_lookup(queryset: QuerySet[DiagnosisRun], term: str) -> Lookup:
     vendor = connection.vendor
     if vendor == "sqlite" and all(len(w) >= FTS_MIN_CHARS for w in words):
         match = " AND ".join('"' + w.replace('"', '""') + '"' for w in words)
+        # Newest matches first, bounded: FTS5 walks its doclist backwards by rowid (= insertion order).
         return Lookup(queryset.filter(pk__in=RawSQL(
-            f"SELECT rowid FROM {SQLITE_FTS_TABLE} WHERE {SQLITE_FTS_TABLE} MATCH %s", [match])), "text", term)
+            f"SELECT rowid FROM {SQLITE_FTS_TABLE} WHERE {SQLITE_FTS_TABLE} MATCH %s ORDER BY rowid DESC LIMIT %s",
+            [match, TEXT_MATCHES])), "text", term)
     if vendor == "mysql":
         ngram = mysql_has_ngram(connection)
         usable = all(len(w) >= FTS_MIN_CHARS or (ngram and CJK.search(w)) for w in words) and (
@@ -107,9 +110,12 @@ def text_lookup(queryset: QuerySet[DiagnosisRun], term: str) -> Lookup:
         if usable:
             # Boolean mode: every word required; a phrase for ngram, a word prefix for the default parser.
             against = " ".join(f'+"{w}"' if ngram else f"+{w}*" for w in words)
-            # extra(): a bare MATCH in WHERE, so the optimiser reads the full-text index (not "= TRUE").
+            # A bare MATCH (not "= TRUE") so the optimiser reads the full-text index; the newest matches
+            # only, through a derived table (MySQL and MariaDB take no LIMIT directly inside IN).
             return Lookup(queryset.extra(
-                where=["MATCH (diagnosis_run.question) AGAINST (%s IN BOOLEAN MODE)"], params=[against],
+                where=["diagnosis_run.id IN (SELECT id FROM (SELECT ft.id FROM diagnosis_run ft WHERE MATCH (ft.question) "
+                       "AGAINST (%s IN BOOLEAN MODE) ORDER BY ft.id DESC LIMIT %s) AS newest_matches)"],
+                params=[against, TEXT_MATCHES],
             ), "text", term)
     return scan_lookup(queryset, words, term)
 

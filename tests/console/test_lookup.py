@@ -115,7 +115,7 @@ def test_the_text_search_uses_the_full_text_index(runs):
     if connection.vendor == "sqlite":
         assert lookup.kind == "text" and "DIAGNOSIS_RUN_FTS MATCH" in sql
     elif connection.vendor == "mysql":
-        assert lookup.kind == "text" and "MATCH (DIAGNOSIS_RUN.QUESTION) AGAINST" in sql
+        assert lookup.kind == "text" and "MATCH (FT.QUESTION) AGAINST" in sql
     assert "LIKE" not in sql
 
 
