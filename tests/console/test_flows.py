@@ -148,3 +148,15 @@ def test_a_real_six_step_run_page_stays_under_150_kb(client, alice, demo_knowled
         assert f'data-part="/admin/diagnosis/diagnosisrun/{run.pk}/part/step/{step.step_index}/"' in page
     raw = client.get(reverse("admin:diagnosis_diagnosisrun_part", args=[run.pk, "self-evaluation", "json"]))
     assert raw.status_code == 200 and "rule_evaluation" in raw.content.decode()
+
+
+@pytest.mark.django_db
+def test_labels_are_words_not_database_ids(alice):
+    from diagnosis.models import CaseLibraryEntry
+
+    run = happy_run(owner=alice)
+    step = run.steps.order_by("-step_index").first()
+    assert str(step) == f"step {step.step_index} · {step.node}"  # not "<run pk>#<index> <node>"
+    case = CaseLibraryEntry.objects.create(run=run, session_id=run.session.session_id, question=run.question,
+                                           answer=run.answer)
+    assert str(case) == f"case: {run.question[:60]}"
