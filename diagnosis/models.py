@@ -102,9 +102,13 @@ class DiagnosisRun(models.Model):
             models.Index(fields=["session", "created_at"], name="diagnosis_run_session_created"),
             models.Index(fields=["status", "created_at"], name="diagnosis_run_status_created"),
             models.Index(fields=["-created_at"], name="diagnosis_run_created"),
+            # The console lists newest first by (created_at, id): one index walked backwards, no sort.
+            models.Index(fields=["created_at", "id"], name="diagnosis_run_created_id"),
             # Console filters: equality on the code or model, newest first.
             models.Index(fields=["error_code", "created_at"], name="diagnosis_run_error_created"),
             models.Index(fields=["model_name", "created_at"], name="diagnosis_run_model_created"),
+            models.Index(fields=["feedback", "created_at"], name="diagnosis_run_feedback_created"),
+            models.Index(fields=["duration_ms"], name="diagnosis_run_duration"),
         ]
 
     def __str__(self) -> str:

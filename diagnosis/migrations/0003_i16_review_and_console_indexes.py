@@ -66,7 +66,19 @@ class Migration(migrations.Migration):
         ),
         migrations.AddIndex(
             model_name='diagnosisrun',
+            index=models.Index(fields=['created_at', 'id'], name='diagnosis_run_created_id'),
+        ),
+        migrations.AddIndex(
+            model_name='diagnosisrun',
             index=models.Index(fields=['error_code', 'created_at'], name='diagnosis_run_error_created'),
+        ),
+        migrations.AddIndex(
+            model_name='diagnosisrun',
+            index=models.Index(fields=['feedback', 'created_at'], name='diagnosis_run_feedback_created'),
+        ),
+        migrations.AddIndex(
+            model_name='diagnosisrun',
+            index=models.Index(fields=['duration_ms'], name='diagnosis_run_duration'),
         ),
         migrations.AddIndex(
             model_name='diagnosisrun',

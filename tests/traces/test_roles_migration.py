@@ -14,6 +14,7 @@ pytestmark = pytest.mark.django_db
 VIEW = {
     "view_chatsession", "view_diagnosisrun", "view_agentstep", "view_toolinvocation", "view_runevent",
     "view_caselibraryentry", "view_knowledgedocument", "view_knowledgechunk",
+    "view_runreview", "view_runreviewentry",  # 0003_i16_review_and_console_indexes: reviews are readable too
 }
 
 
