@@ -3,7 +3,7 @@ PY := .venv/bin/python
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: run test test-explore bootstrap worker bench clean
+.PHONY: run test test-explore test-real-model bootstrap worker bench clean
 
 run:
 	@scripts/bootstrap.sh run
@@ -19,6 +19,13 @@ test:
 test-explore:
 	@scripts/bootstrap.sh test
 	HYPOTHESIS_PROFILE=explore $(PY) -m pytest -q -p no:cacheprovider tests/gatekeeper tests/graph $(PYTEST_ARGS)
+
+# The real local model suite (llama.cpp server + Gemma 3 270M, see docs/MODELS.md). The first run
+# builds the server's virtualenv outside the repo (/var/cache/aiops-real-model): it compiles llama.cpp.
+test-real-model:
+	@scripts/bootstrap.sh test
+	scripts/real_model_env.sh >/dev/null
+	AIOPS_REAL_MODEL=1 $(PY) -m pytest -m real_model tests/real_model -s -p no:cacheprovider $(PYTEST_ARGS)
 
 worker:
 	@scripts/bootstrap.sh run

@@ -147,6 +147,21 @@ OPENAI_MODELS = {
 LLM_CONNECT_TIMEOUT = env_float("LLM_CONNECT_TIMEOUT", 5.0, minimum=0.1, maximum=60)
 LLM_READ_TIMEOUT = env_float("LLM_READ_TIMEOUT", 60.0, minimum=0.1, maximum=600)
 LLM_MAX_RETRIES = env_int("LLM_MAX_RETRIES", 2, minimum=0, maximum=5)
+# How a JSON answer is asked for: the role's JSON Schema (OpenAI form, or llama-cpp-python's
+# json_object + schema), any JSON object, or the prompt alone; a server that rejects one level gets
+# the next. See docs/MODELS.md.
+LLM_STRUCTURED_OUTPUT = env_choice("LLM_STRUCTURED_OUTPUT", "json_schema",
+                                   ("json_schema", "json_object_schema", "json_object", "prompt"))
+# `content` of an assistant message that carries tool_calls: "" (works everywhere tested) or null.
+LLM_TOOL_CALL_CONTENT = env_choice("LLM_TOOL_CALL_CONTENT", "empty", ("empty", "null"))
+# The request field that carries it: "max_tokens" (most servers) or "max_completion_tokens" (OpenAI o-series).
+LLM_MAX_TOKENS_PARAM = env_choice("LLM_MAX_TOKENS_PARAM", "max_tokens", ("max_tokens", "max_completion_tokens"))
+# Tokens one call may generate (max_tokens), per role.
+LLM_MAX_TOKENS = {
+    role: env_int(f"LLM_MAX_TOKENS_{role.upper()}", default, minimum=16, maximum=32_768)
+    for role, default in (("planner", 1024), ("executor", 2048), ("verifier", 1536), ("composer", 2048),
+                          ("simple", 1024), ("aiops", 2048))
+}
 
 # --- Evidence tools -------------------------------------------------------------------------------
 METRICS_BACKEND = env_choice("METRICS_BACKEND", "demo", ("demo", "prometheus"))

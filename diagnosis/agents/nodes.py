@@ -298,11 +298,13 @@ class DiagnosisAgents:
 
     # -- fallback --------------------------------------------------------------------------------
     def fallback(self, state, config):
+        # A spent run budget (wall time, model calls, tokens) is the reason, whichever node it stopped.
+        reason = "budget_exhausted" if self.ctx.budget.exceeded else _fallback_reason(state)
         output = compose_fallback(
             question=_query(state), verified_output=state.get(K.VERIFIED_EXECUTOR_OUTPUT),
-            runbooks=self._runbooks_seen(), reason=_fallback_reason(state),
+            runbooks=self._runbooks_seen(), reason=reason,
         )
-        return {K.FALLBACK_OUTPUT: {**output, "reason": _fallback_reason(state)}, K.FINAL_ANSWER: output["answer_markdown"]}
+        return {K.FALLBACK_OUTPUT: {**output, "reason": reason}, K.FINAL_ANSWER: output["answer_markdown"]}
 
     def _runbooks_seen(self) -> list[dict]:
         seen, runbooks = set(), []

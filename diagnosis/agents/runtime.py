@@ -13,12 +13,17 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from diagnosis.gatekeeper import InvocationLookup
-from diagnosis.llm.base import ChatModel, ChatReply, ChatRequest, ModelError, ModelNonRetryableError, Usage
+from diagnosis.llm.base import (
+    ChatModel, ChatReply, ChatRequest, ModelDeadlineExceeded, ModelError, ModelNonRetryableError, Usage,
+)
+from diagnosis.llm.schemas import output_model, response_format, validate_output
 from diagnosis.redaction import redact_text, redact_value
-from diagnosis.tools.registry import ToolBox
+from diagnosis.tools.registry import ToolBox, openai_tool_specs
 
 CJK_RE = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]")
 MODEL_TOOL_OUTPUT_CHARS = 12_000  # what one tool result may take of the model's context
+# Each allowed tool's parameters: a plan step's (or suggested query's) arguments follow its tool's schema.
+TOOL_PARAMETERS = {spec["function"]["name"]: spec["function"]["parameters"] for spec in openai_tool_specs()}
 
 
 def question_language(text: str) -> str:
@@ -65,6 +70,11 @@ class RunBudget:
         if reason:
             self.exceeded = self.exceeded or reason
             raise BudgetExceeded(reason)
+
+    @property
+    def deadline(self) -> float:
+        """The `time.monotonic()` instant the run's wall-time budget ends: no model call outlives it."""
+        return self.started + self.max_seconds
 
     def charge(self, usage: Usage | None) -> None:
         self.model_calls += 1
@@ -114,13 +124,21 @@ class AgentContext:
         model_name = self.model_names.get(role, "")
         handle = self.steps.step_start(node=node, agent=role, attempt=attempt, model_input=messages, model_name=model_name)
         started = time.perf_counter()
+        wants_json = json_output and not tools
+        contract = output_model(role, node)
+        schema = response_format(contract, tool_parameters=TOOL_PARAMETERS)["json_schema"] if contract is not None else None
         try:
             self.budget.check()
             reply = self.model.complete(ChatRequest(
                 role=role, messages=messages, tools=tools or None,
-                response_format="json" if json_output and not tools else None, structured_input=structured,
+                response_format="json" if wants_json else None, structured_input=structured,
+                output_schema=(schema["name"], schema["schema"]) if schema and wants_json else None,
+                deadline=self.budget.deadline,
             ))
         except ModelError as exc:
+            if isinstance(exc, ModelDeadlineExceeded):
+                self.budget.exceeded = self.budget.exceeded or (
+                    f"wall-time budget of {self.budget.max_seconds:g}s per run is spent ({exc.message})")
             if not isinstance(exc, BudgetExceeded):  # a call the budget refused was never sent: it costs nothing
                 self.budget.charge(exc.usage)
             self.steps.step_finish(
@@ -136,7 +154,20 @@ class AgentContext:
             handle, status="COMPLETED", model_output=output, duration_ms=int((time.perf_counter() - started) * 1000),
             usage=reply.usage, has_tool_call=reply.has_tool_calls, error="", model_name=reply.model,
         )
+        if contract is not None and (json_output or tools) and not reply.tool_calls:
+            # Whatever the server enforced (or not), the answer must match the role's contract.
+            validate_output(contract, reply.parse_json())
         return reply
+
+
+def simple_fallback_answer(*, question: str, reason: str) -> str:
+    """The safe answer of a simple chat whose model call failed or came back empty: no claim at all."""
+    if question_language(question) == "zh":
+        return (f"**暂时无法回答（降级答复）。** 模型没有给出可用的回复（原因：`{reason}`）。"
+                "请稍后重试；如需排查故障，请说明服务名称并提出诊断问题。")
+    return (f"**No answer is available right now (degraded answer).** The model gave no usable reply "
+            f"(reason: `{reason}`). Please try again later; to investigate an incident, ask a diagnosis "
+            "question naming the service.")
 
 
 def fence_tool_output(outcome) -> str:

@@ -81,6 +81,12 @@ class ModelNonRetryableError(ModelError):
     default_code: ClassVar[str] = "model_request_rejected"
 
 
+class ModelDeadlineExceeded(ModelNonRetryableError):
+    """The run's wall-time budget ran out before the call (or during it, cutting it short)."""
+
+    default_code: ClassVar[str] = "budget_exhausted"
+
+
 class ModelInvalidOutputError(ModelError):
     """The model answered, but not with what was asked for (bad JSON, schema, tool arguments)."""
 
@@ -125,7 +131,11 @@ class ToolCall:
 
 @dataclass(frozen=True)
 class ChatRequest:
-    """One model call. `structured_input` is what the prompt was rendered from (never sent)."""
+    """One model call. `structured_input` is what the prompt was rendered from (never sent).
+
+    `output_schema` is ``(name, JSON Schema)`` of the JSON answer, for servers that can enforce it;
+    `deadline` is a ``time.monotonic()`` instant the call (with its retries) must not outlive.
+    """
 
     role: str
     messages: list[dict[str, Any]]
@@ -133,6 +143,8 @@ class ChatRequest:
     response_format: Literal["json"] | None = None
     structured_input: dict[str, Any] | None = None
     max_tokens: int | None = None
+    output_schema: tuple[str, dict[str, Any]] | None = None
+    deadline: float | None = None
 
     def __post_init__(self) -> None:
         if self.role not in ROLES:
@@ -160,6 +172,8 @@ class ChatReply:
     attempts: int = 1
     # Codes of the failed attempts that were retried before this reply (e.g. ["model_rate_limited"]).
     retried_errors: tuple[str, ...] = ()
+    # How the JSON shape was asked for: "json_schema", "json_object", "prompt", or None (no JSON wanted).
+    structured_output: str | None = None
 
     @property
     def has_tool_calls(self) -> bool:
@@ -191,6 +205,7 @@ class ChatReply:
             "finish_reason": self.finish_reason,
             "attempts": self.attempts,
             "retried_errors": list(self.retried_errors),
+            "structured_output": self.structured_output,
         }
 
 

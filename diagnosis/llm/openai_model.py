@@ -21,6 +21,7 @@ from .base import (
     ChatModel,
     ChatReply,
     ChatRequest,
+    ModelDeadlineExceeded,
     ModelError,
     ModelInvalidOutputError,
     ModelNonRetryableError,
@@ -33,6 +34,33 @@ from .base import (
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 DEFAULT_MODEL = "gpt-4o-mini"
 MAX_RETRIES_LIMIT = 5
+# How a JSON answer is asked for, strongest first; a server that rejects one level gets the next.
+#   json_schema         {"type": "json_schema", "json_schema": {name, schema, strict}}  (OpenAI, llama.cpp's
+#                       llama-server, vLLM, Ollama)
+#   json_object_schema  {"type": "json_object", "schema": {...}}  (llama-cpp-python's server, Anyscale-style)
+#   json_object         {"type": "json_object"}: some JSON object, any shape
+#   prompt              no response_format: the prompt alone asks for JSON
+STRUCTURED_OUTPUT_LEVELS = ("json_schema", "json_object_schema", "json_object", "prompt")
+SCHEMA_LEVELS = ("json_schema", "json_object_schema")  # the levels that make the server enforce the schema
+# The level a server accepted after rejecting stronger ones, per (base URL, configured level): later
+# clients of the same process (one per run) start there instead of paying a rejected request each.
+_LEARNED_LEVELS: dict[tuple[str, str], int] = {}
+TOOL_CALL_CONTENT_MODES = ("empty", "null")  # `content` of an assistant message that carries tool_calls
+# Tokens one call may generate, per role (LLM_MAX_TOKENS_<ROLE>); a local server otherwise generates
+# up to its context size.
+DEFAULT_MAX_TOKENS = {"planner": 1024, "executor": 2048, "verifier": 1536, "composer": 2048,
+                      "simple": 1024, "aiops": 2048}
+MAX_TOKENS_LIMIT = 32_768
+MIN_KEY_LENGTH_TO_SCRUB = 8  # shorter keys ("x", "EMPTY", "ollama") are placeholders, and masking them mangles text
+# A 4xx/5xx whose body says the request itself is wrong: sending it again cannot help.
+_INVALID_REQUEST_RE = re.compile(
+    r"(?i)invalid[_ ]request|bad[_ ]request|validation error|unprocessable|invalid (?:value|type|parameter|argument|"
+    r"schema|grammar|message|content)|is not (?:a )?valid|not supported|unsupported|extra inputs are not permitted|"
+    # pydantic/FastAPI validation text that llama-cpp-python wraps into a 500, and the TypeError its chat
+    # template raises on a message field it cannot render: the same request fails the same way again.
+    r"input should be|field required|literal_error|TypeError|NoneType|can only concatenate")
+# ... and says it is the response_format that the server does not take: ask for the next weaker level.
+_RESPONSE_FORMAT_RE = re.compile(r"(?i)response_format|json_schema|json_object|grammar|guided|structured output")
 _SECRET_PATTERNS = (
     re.compile(r"(?i)\bbearer\s+[A-Za-z0-9._~+/=-]{8,}"),
     re.compile(r"\bsk-[A-Za-z0-9_-]{8,}"),
@@ -56,6 +84,9 @@ class OpenAIChatModel:
         max_retries: int = 2,
         temperature: float | None = None,
         max_tokens_param: str = "max_tokens",
+        max_tokens: Mapping[str, int] | None = None,
+        structured_output: str = "json_schema",
+        tool_call_content: str = "empty",
         backoff_base: float = 0.25,
         backoff_cap: float = 2.0,
         sleep: Callable[[float], None] = time.sleep,
@@ -79,6 +110,21 @@ class OpenAIChatModel:
         if max_tokens_param not in ("max_tokens", "max_completion_tokens"):
             raise ModelNonRetryableError("max_tokens_param must be 'max_tokens' or 'max_completion_tokens'",
                                          code="model_config_error")
+        if structured_output not in STRUCTURED_OUTPUT_LEVELS:
+            raise ModelNonRetryableError(
+                f"structured_output must be one of {', '.join(STRUCTURED_OUTPUT_LEVELS)}, got {structured_output!r}",
+                code="model_config_error")
+        if tool_call_content not in TOOL_CALL_CONTENT_MODES:
+            raise ModelNonRetryableError(
+                f"tool_call_content must be 'empty' or 'null', got {tool_call_content!r}", code="model_config_error")
+        limits = {**DEFAULT_MAX_TOKENS, **dict(max_tokens or {})}
+        bad_limits = {role: n for role, n in limits.items()
+                      if role not in ROLES or isinstance(n, bool) or not isinstance(n, int)
+                      or not 1 <= n <= MAX_TOKENS_LIMIT}
+        if bad_limits:
+            raise ModelNonRetryableError(
+                f"max_tokens per role must be integers from 1 to {MAX_TOKENS_LIMIT} for roles {', '.join(ROLES)}; "
+                f"got {bad_limits}", code="model_config_error")
 
         self.base_url = base_url or DEFAULT_BASE_URL
         self.default_model = default_model
@@ -88,6 +134,11 @@ class OpenAIChatModel:
         self.max_retries = int(max_retries)
         self.temperature = temperature
         self.max_tokens_param = max_tokens_param
+        self.max_tokens = limits
+        self.structured_output = structured_output  # the configured level, the strongest ever sent
+        self._structured_level = max(STRUCTURED_OUTPUT_LEVELS.index(structured_output),
+                                     _LEARNED_LEVELS.get((self.base_url, structured_output), 0))
+        self.tool_call_content = tool_call_content
         self.backoff_base = backoff_base
         self.backoff_cap = backoff_cap
         self._sleep = sleep
@@ -113,7 +164,16 @@ class OpenAIChatModel:
             "default_model": self.default_model,
             "timeouts": {"connect": self.connect_timeout, "read": self.read_timeout},
             "max_retries": self.max_retries,
+            "max_tokens": dict(self.max_tokens),
+            "structured_output": self.structured_output,
+            "structured_output_in_use": self.structured_output_in_use,
+            "tool_call_content": self.tool_call_content,
         }
+
+    @property
+    def structured_output_in_use(self) -> str:
+        """The level sent now: the configured one, or a weaker one after the server rejected it."""
+        return STRUCTURED_OUTPUT_LEVELS[self._structured_level]
 
     def close(self) -> None:
         self._client.close()
@@ -125,46 +185,102 @@ class OpenAIChatModel:
 
     def complete(self, request: ChatRequest) -> ChatReply:
         model_name = self.model_for(request.role)
-        body = self._request_body(request, model_name)
+        body, structured = self._request_body(request, model_name)
         started = time.perf_counter()
         retried: list[str] = []
         attempt = 0
+        failures = 0  # attempts that count against max_retries (a weaker response_format does not)
         while True:
             attempt += 1
             error: ModelError | None = None
+            timeout, capped = self._attempt_timeout(request, attempt=attempt, model_name=model_name, retried=retried)
             try:
-                completion = self._client.chat.completions.create(**body)
+                completion = self._client.chat.completions.create(**body, timeout=timeout)
             except (openai.OpenAIError, json.JSONDecodeError) as exc:
                 error = self._model_error(exc, attempt=attempt, model_name=model_name)
                 delay = self._retry_delay(attempt, exc)
+                if capped and isinstance(exc, openai.APITimeoutError):
+                    error = ModelDeadlineExceeded(
+                        f"The run's wall-time budget ran out during the model call (cut short after "
+                        f"{timeout.read:.1f}s, attempt {attempt})", attempts=attempt, model=model_name)
+                elif structured and self._weaker_format_helps(exc, error):
+                    retried.append(error.code)
+                    self._structured_level += 1
+                    _LEARNED_LEVELS[(self.base_url, self.structured_output)] = self._structured_level
+                    body, structured = self._request_body(request, model_name)
+                    continue
             if error is None:
                 break
-            if not error.retryable or attempt > self.max_retries:
+            failures += 1
+            if not error.retryable or failures > self.max_retries:
                 # Raised outside the except block so the SDK exception (whose text may echo
                 # request details) is not chained onto ours.
                 raise error
             retried.append(error.code)
+            if request.deadline is not None and time.monotonic() + delay >= request.deadline:
+                raise ModelDeadlineExceeded(
+                    f"The run's wall-time budget leaves no time to retry after {error.code} "
+                    f"(attempt {attempt}): {error.message}", attempts=attempt, model=model_name,
+                    status_code=error.status_code)
             self._sleep(delay)
         latency_ms = (time.perf_counter() - started) * 1000.0
         return self._reply(request, completion, model_name=model_name, attempts=attempt,
-                           latency_ms=latency_ms, retried=tuple(retried))
+                           latency_ms=latency_ms, retried=tuple(retried), structured=structured)
 
-    def _request_body(self, request: ChatRequest, model_name: str) -> dict[str, Any]:
-        body: dict[str, Any] = {"model": model_name, "messages": [_wire_message(m) for m in request.messages]}
+    def _attempt_timeout(self, request: ChatRequest, *, attempt: int, model_name: str,
+                         retried: list[str]) -> tuple[Any, bool]:
+        """This attempt's timeout: the configured one, cut to what is left of the run's deadline."""
+        if request.deadline is None:
+            return self.timeout, False
+        remaining = request.deadline - time.monotonic()
+        if remaining <= 0:
+            last = f" after {retried[-1]}" if retried else ""
+            raise ModelDeadlineExceeded(f"The run's wall-time budget is spent{last} (attempt {attempt} not sent)",
+                                        attempts=max(attempt - 1, 1), model=model_name)
+        if remaining >= self.read_timeout and remaining >= self.connect_timeout:
+            return self.timeout, False
+        return openai.Timeout(min(self.read_timeout, remaining),
+                              connect=min(self.connect_timeout, remaining)), remaining < self.read_timeout
+
+    def _weaker_format_helps(self, exc: Exception, error: ModelError) -> bool:
+        """A server that rejects the response_format we asked for gets the next weaker level."""
+        if error.retryable or self._structured_level >= len(STRUCTURED_OUTPUT_LEVELS) - 1:
+            return False
+        if not isinstance(exc, openai.APIStatusError) or exc.status_code not in (400, 422, 500, 501):
+            return False
+        return bool(_RESPONSE_FORMAT_RE.search(_error_text(exc)))
+
+    def _request_body(self, request: ChatRequest, model_name: str) -> tuple[dict[str, Any], str | None]:
+        """The wire body, and how its JSON answer was asked for (None when no JSON is wanted)."""
+        messages = [_wire_message(m, tool_call_content=self.tool_call_content) for m in request.messages]
+        body: dict[str, Any] = {"model": model_name, "messages": messages}
         if request.tools:
             body["tools"] = list(request.tools)
             body["tool_choice"] = "auto"
+        structured = None
         if request.wants_json:
-            # The provider also needs the word "JSON" in a message; the prompts carry it.
-            body["response_format"] = {"type": "json_object"}
-        if request.max_tokens:
-            body[self.max_tokens_param] = request.max_tokens
+            structured = self.structured_output_in_use
+            if structured in SCHEMA_LEVELS and request.output_schema is None:
+                structured = "json_object"  # nothing to enforce beyond "some JSON"
+            if structured == "json_schema":
+                name, schema = request.output_schema
+                body["response_format"] = {"type": "json_schema",
+                                           "json_schema": {"name": name, "schema": schema, "strict": False}}
+            elif structured == "json_object_schema":
+                body["response_format"] = {"type": "json_object", "schema": request.output_schema[1]}
+            elif structured == "json_object":
+                # The provider also needs the word "JSON" in a message; the prompts carry it.
+                body["response_format"] = {"type": "json_object"}
+            # "prompt": the prompt alone asks for JSON; the answer is validated like the others.
+        max_tokens = request.max_tokens or self.max_tokens.get(request.role)
+        if max_tokens:
+            body[self.max_tokens_param] = max_tokens
         if self.temperature is not None:
             body["temperature"] = self.temperature
-        return body
+        return body, structured
 
     def _reply(self, request: ChatRequest, completion: Any, *, model_name: str, attempts: int,
-               latency_ms: float, retried: tuple[str, ...]) -> ChatReply:
+               latency_ms: float, retried: tuple[str, ...], structured: str | None = None) -> ChatReply:
         usage = _usage(getattr(completion, "usage", None))
         served_by = getattr(completion, "model", None) or model_name
         context = {"attempts": attempts, "model": served_by, "usage": usage}
@@ -185,7 +301,7 @@ class OpenAIChatModel:
                     code="model_empty_output")
             reply = ChatReply(content=content, tool_calls=tool_calls, usage=usage, model=served_by,
                               latency_ms=latency_ms, finish_reason=choice.finish_reason, attempts=attempts,
-                              retried_errors=retried)
+                              retried_errors=retried, structured_output=structured)
             if request.wants_json and not tool_calls:
                 reply.parse_json()
         except ModelInvalidOutputError as error:
@@ -221,6 +337,9 @@ class OpenAIChatModel:
                 return ModelRetryableError(text, code="model_rate_limited", **context)
             if status == 408:
                 return ModelRetryableError(text, code="model_timeout", **context)
+            if status >= 500 and _says_invalid_request(exc):
+                # e.g. llama.cpp answering 500 to a message shape it cannot template: a retry gets the same.
+                return ModelNonRetryableError(text, code="model_bad_request", **context)
             if status >= 500:
                 return ModelRetryableError(text, code="model_server_error", **context)
             if status == 401:
@@ -247,8 +366,10 @@ class OpenAIChatModel:
         return backoff * (1 - 0.25 * random.random())
 
     def _scrub(self, text: str) -> str:
-        if self._api_key:
-            text = text.replace(self._api_key, "***")
+        key = self._api_key
+        if key and len(key) >= MIN_KEY_LENGTH_TO_SCRUB:
+            # Only the key as a whole token: never a fragment inside another word.
+            text = re.sub(rf"(?<![\w-]){re.escape(key)}(?![\w-])", "***", text)
         for pattern in _SECRET_PATTERNS:
             text = pattern.sub("***", text)
         return text
@@ -282,7 +403,28 @@ def build_chat_model(config: Mapping[str, Any]) -> ChatModel:
         max_retries=int(_number(config, "OPENAI_MAX_RETRIES", 2)),
         temperature=None if temperature in (None, "") else _number(config, "OPENAI_TEMPERATURE", 0.0),
         max_tokens_param=str(config.get("OPENAI_MAX_TOKENS_PARAM") or "max_tokens"),
+        max_tokens=_max_tokens(config),
+        structured_output=str(config.get("LLM_STRUCTURED_OUTPUT") or "json_schema").strip().lower(),
+        tool_call_content=str(config.get("LLM_TOOL_CALL_CONTENT") or "empty").strip().lower(),
     )
+
+
+def _max_tokens(config: Mapping[str, Any]) -> dict[str, int]:
+    """LLM_MAX_TOKENS (a role -> tokens mapping) and LLM_MAX_TOKENS_<ROLE>, over the defaults."""
+    limits = dict(DEFAULT_MAX_TOKENS)
+    merged = {**dict(config.get("LLM_MAX_TOKENS") or {}),
+              **{role: config.get(f"LLM_MAX_TOKENS_{role.upper()}") for role in ROLES
+                 if config.get(f"LLM_MAX_TOKENS_{role.upper()}") not in (None, "")}}
+    for role, value in merged.items():
+        if value in (None, ""):
+            continue
+        key = f"LLM_MAX_TOKENS_{str(role).upper()}"
+        number = _number({key: value}, key, 0)
+        if number != int(number):
+            raise ModelNonRetryableError(f"{key} must be a whole number, got {value!r}",
+                                         code="model_config_error")
+        limits[role] = int(number)
+    return limits
 
 
 def _build_offline(config: Mapping[str, Any]) -> ChatModel:
@@ -312,8 +454,13 @@ def _number(config: Mapping[str, Any], key: str, default: float) -> float:
 # --- helpers ----------------------------------------------------------------------------------------
 
 
-def _wire_message(message: Mapping[str, Any]) -> dict[str, Any]:
+def _wire_message(message: Mapping[str, Any], *, tool_call_content: str = "empty") -> dict[str, Any]:
     wire = dict(message)
+    # An assistant turn that only calls tools has no text. OpenAI takes null or "", but several
+    # local servers (llama-cpp-python) answer null with HTTP 500: send "" unless told otherwise.
+    if wire.get("role") == "assistant" and wire.get("tool_calls") and wire.get("content") is None \
+            and tool_call_content == "empty":
+        wire["content"] = ""
     # Tool results must be strings on the wire; tools hand back JSON objects.
     if wire.get("role") == "tool" and not isinstance(wire.get("content"), str):
         wire["content"] = json.dumps(wire.get("content"), ensure_ascii=False, default=str)
@@ -340,6 +487,24 @@ def _usage(raw: Any) -> Usage:
     completion = int(getattr(raw, "completion_tokens", 0) or 0)
     total = int(getattr(raw, "total_tokens", 0) or 0) or prompt + completion
     return Usage(prompt, completion, total)
+
+
+def _error_text(exc: Exception) -> str:
+    """Everything the error body says (message, type, code, param), for classifying it."""
+    body = getattr(exc, "body", None)
+    parts = [str(getattr(exc, "message", "") or "")]
+    if isinstance(body, dict):
+        parts += [str(body.get(key) or "") for key in ("message", "type", "code", "param")]
+        detail = body.get("detail")  # FastAPI-style validation errors
+        if detail:
+            parts.append(json.dumps(detail, default=str)[:1000])
+    elif body is not None:
+        parts.append(str(body)[:1000])
+    return " ".join(parts)
+
+
+def _says_invalid_request(exc: Exception) -> bool:
+    return bool(_INVALID_REQUEST_RE.search(_error_text(exc)))
 
 
 def _upstream_message(exc: Exception) -> str:

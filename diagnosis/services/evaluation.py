@@ -4,6 +4,7 @@ against its ground truth (root-cause hit, citation validity, unsupported claims,
 from __future__ import annotations
 
 import json
+import math
 import re
 import time
 from dataclasses import asdict, dataclass
@@ -13,7 +14,8 @@ from django.contrib.auth import get_user_model
 
 from diagnosis.demo.loader import load_ground_truth, load_scenario_meta
 from diagnosis.ids import new_session_id
-from diagnosis.models import ChatSession, DiagnosisRun
+from diagnosis.llm.schemas import PlannerPlan, is_valid
+from diagnosis.models import AgentStep, ChatSession, DiagnosisRun
 from diagnosis.services import wiring
 from diagnosis.services.knowledge import knowledge_load_folder
 from diagnosis.services.runs import run_execute
@@ -42,6 +44,12 @@ class ScenarioScore:
     tool_calls: int
     tokens: int
     latency_ms: int
+    # Protocol health (what a small or local model gets wrong first): planner answers valid against
+    # the plan's schema, whether the executor was reached, tool calls followed by a completed turn.
+    planner_calls: int = 0
+    planner_schema_valid: int = 0
+    reached_executor: bool = False
+    tool_round_trips: int = 0
 
 
 def scenario_dirs(folder: Path) -> list[Path]:
@@ -68,6 +76,26 @@ def score_run(run: DiagnosisRun, truth: dict) -> dict:
     }
 
 
+def protocol_health(run: DiagnosisRun) -> dict:
+    """Planner answers valid against the plan schema, executor reached, tool round trips completed."""
+    steps = list(AgentStep.objects.filter(run=run).order_by("step_index"))
+    planner = [s for s in steps if s.agent == "planner"]
+    invoked = set(run.tool_invocations.filter(status="SUCCESS").values_list("step_id", flat=True))
+    round_trips = sum(1 for first, second in zip(steps, steps[1:])
+                      if first.has_tool_call and first.pk in invoked and second.node == first.node
+                      and second.status == "COMPLETED")
+    return {"planner_calls": len(planner),
+            "planner_schema_valid": sum(1 for s in planner if s.status == "COMPLETED" and _plan_valid(s)),
+            "reached_executor": any(s.node == "executor" for s in steps), "tool_round_trips": round_trips}
+
+
+def _plan_valid(step: AgentStep) -> bool:
+    try:
+        return is_valid(PlannerPlan, json.loads((step.model_output or {}).get("content") or ""))
+    except ValueError:
+        return False
+
+
 def _names_a_root_cause(run: DiagnosisRun) -> bool:
     return "root cause" in (run.answer or "").lower() and run.effective_verdict == "PASS" and "no anomaly" not in run.answer.lower()
 
@@ -88,12 +116,21 @@ def evaluate_scenario(*, folder: Path, language: str, user) -> ScenarioScore:
         scenario=folder.name, language=language, run_id=run.run_id, status=run.status,
         verdict=run.effective_verdict or "-", steps=run.step_count, tool_calls=run.tool_count,
         tokens=run.prompt_tokens + run.completion_tokens, latency_ms=latency, **score_run(run, truth),
+        **protocol_health(run),
     )
 
 
-def evaluate_folder(*, folder: Path, languages=("en", "zh")) -> list[ScenarioScore]:
+def evaluate_folder(*, folder: Path, languages=("en", "zh"), on_score=None) -> list[ScenarioScore]:
+    """Every scenario × language, in order; `on_score(score)` is called as soon as each run finishes."""
     user, _ = get_user_model().objects.get_or_create(username=EVAL_USER)
-    return [evaluate_scenario(folder=f, language=lang, user=user) for f in scenario_dirs(folder) for lang in languages]
+    scores = []
+    for scenario in scenario_dirs(folder):
+        for lang in languages:
+            score = evaluate_scenario(folder=scenario, language=lang, user=user)
+            scores.append(score)
+            if on_score is not None:
+                on_score(score)
+    return scores
 
 
 def summary(scores: list[ScenarioScore]) -> dict:
@@ -105,6 +142,12 @@ def summary(scores: list[ScenarioScore]) -> dict:
         "unsupported_claims": sum(s.unsupported_claims for s in scores),
         "fallback_rate": round(sum(s.fallback_used for s in scores) / n, 3),
         "median_latency_ms": sorted(s.latency_ms for s in scores)[len(scores) // 2] if scores else 0,
+        "p95_latency_ms": sorted(s.latency_ms for s in scores)[min(len(scores) - 1, math.ceil(0.95 * len(scores)) - 1)]
+        if scores else 0,
+        "planner_schema_valid_rate": round(sum(s.planner_schema_valid for s in scores)
+                                           / (sum(s.planner_calls for s in scores) or 1), 3),
+        "runs_reaching_executor": sum(s.reached_executor for s in scores),
+        "tool_round_trips": sum(s.tool_round_trips for s in scores),
     }
 
 
@@ -121,9 +164,40 @@ def markdown_table(scores: list[ScenarioScore]) -> str:
     return "\n".join([head, *rows])
 
 
-def write_report(scores: list[ScenarioScore], out_dir: Path) -> tuple[Path, Path]:
+def write_report(scores: list[ScenarioScore], out_dir: Path, *, complete: bool = True) -> tuple[Path, Path]:
+    """evaluation.json (summary + rows) and evaluation.md, each replaced atomically (never half written)."""
     out_dir.mkdir(parents=True, exist_ok=True)
     json_path, md_path = out_dir / "evaluation.json", out_dir / "evaluation.md"
-    json_path.write_text(json.dumps({"summary": summary(scores), "scenarios": [asdict(s) for s in scores]}, indent=2, ensure_ascii=False))
-    md_path.write_text(markdown_table(scores) + "\n")
+    report = {"summary": {**summary(scores), "complete": complete}, "scenarios": [asdict(s) for s in scores]}
+    _replace(json_path, json.dumps(report, indent=2, ensure_ascii=False))
+    _replace(md_path, markdown_table(scores) + "\n")
     return json_path, md_path
+
+
+class IncrementalReport:
+    """Writes the report as the evaluation goes: one JSON line per finished run in evaluation.jsonl
+    (appended and flushed at once) and evaluation.json / .md rewritten with the summary so far, so an
+    interrupted evaluation keeps every run that finished."""
+
+    def __init__(self, out_dir: Path):
+        self.out_dir = Path(out_dir)
+        self.out_dir.mkdir(parents=True, exist_ok=True)
+        self.lines_path = self.out_dir / "evaluation.jsonl"
+        self.lines_path.write_text("")
+        self.scores: list[ScenarioScore] = []
+
+    def add(self, score: ScenarioScore) -> None:
+        self.scores.append(score)
+        with self.lines_path.open("a", encoding="utf-8") as lines:
+            lines.write(json.dumps(asdict(score), ensure_ascii=False) + "\n")
+            lines.flush()
+        write_report(self.scores, self.out_dir, complete=False)
+
+    def finish(self) -> tuple[Path, Path]:
+        return write_report(self.scores, self.out_dir, complete=True)
+
+
+def _replace(path: Path, text: str) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text)
+    tmp.replace(path)

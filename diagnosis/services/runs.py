@@ -16,7 +16,7 @@ from django.utils import timezone
 from diagnosis.agents.catalog import catalog_version, prompt, prompt_audit, prompt_echoed
 from diagnosis.agents.nodes import DiagnosisAgents
 from diagnosis.agents.results import map_run_result
-from diagnosis.agents.runtime import AgentContext, RunBudget, question_language
+from diagnosis.agents.runtime import AgentContext, RunBudget, question_language, simple_fallback_answer
 from diagnosis.answer_render import render_simple_answer
 from diagnosis.graph.engine import GraphRunError, RunConfig
 from diagnosis.graph.state import StateKey as K
@@ -149,21 +149,27 @@ def _execute_simple(run: DiagnosisRun, publish) -> DiagnosisRun | None:
     )
     history = memory.memory_messages(session=run.session, before=run)
     messages = [{"role": "system", "content": prompt("simple").text}, *history, {"role": "user", "content": run.question}]
+    reason = ""
     try:
         reply = ctx.call_model(node="simple", role="simple", attempt=1, system="", user=None, messages=messages,
                                json_output=False, structured_input={"question": run.question, "history": history})
+        answer = (reply.content or "").strip()
+        reason = "" if answer else "model_empty_output"
     except ModelError as exc:
-        return _finish_failed(run, publish, code=exc.code, message=exc.message, **_counts(recorder, budget, ctx))
-    answer = (reply.content or "").strip()
-    if not answer:
-        return _finish_failed(run, publish, code="missing_answer", message="the model returned an empty answer",
-                              **_counts(recorder, budget, ctx))
-    # Ungated text: labelled as not checked against evidence, no citation-like token (SPEC R1).
-    answer, removed = render_simple_answer(answer, language=question_language(run.question), prompt_echoed=prompt_echoed)
-    done = run_succeed(run_id=run.run_id, answer=answer, orchestration_trace=None,
-                       self_evaluation={"rule_evaluation": {"budget": budget.to_dict()}, "prompt_audit": prompt_audit(),
+        answer, reason = "", exc.code
+    removed: list = []
+    if reason:  # a failed or empty model reply: the safe answer, recorded as degraded, never FAILED
+        reason = "budget_exhausted" if budget.exceeded else reason
+        answer = simple_fallback_answer(question=run.question, reason=reason)
+    else:
+        # Ungated text: labelled as not checked against evidence, no citation-like token (SPEC R1).
+        answer, removed = render_simple_answer(answer, language=question_language(run.question),
+                                               prompt_echoed=prompt_echoed)
+    rules = {"budget": budget.to_dict(), "fallback_used": bool(reason), "fallback_reason": reason or None}
+    done = run_succeed(run_id=run.run_id, answer=answer, orchestration_trace=None, degraded=bool(reason),
+                       self_evaluation={"rule_evaluation": rules, "prompt_audit": prompt_audit(),
                                         "simple_audit": {"evidence_checked": False, "removed": removed}},
                        **_counts(recorder, budget, ctx))
-    publish("status", {"status": Status.SUCCESS, "degraded": False, "verdict": None})
+    publish("status", {"status": Status.SUCCESS, "degraded": done.degraded, "verdict": None})
     memory.memory_append(session=run.session, run=done)
     return done

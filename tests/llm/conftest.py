@@ -33,3 +33,12 @@ def make_model(fake_openai: FakeOpenAI) -> Iterator[Callable[..., OpenAIChatMode
     yield build
     for model in models:
         model.close()
+
+
+@pytest.fixture(autouse=True)
+def _forget_learned_structured_output_levels():
+    """A downgrade learned from one scripted server must not reach a later test's server on the same port."""
+    from diagnosis.llm import openai_model
+
+    yield
+    openai_model._LEARNED_LEVELS.clear()

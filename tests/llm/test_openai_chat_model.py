@@ -96,13 +96,15 @@ def test_it_asks_for_a_json_object_only_when_json_is_requested(fake_openai, make
     fake_openai.enqueue(Reply.json({"ok": True}), Reply.text("plain"))
     model = make_model()
 
+    # No output schema on the request: a json_schema setting can only ask for "some JSON object".
     model.complete(ask("verifier", response_format="json", max_tokens=300))
     model.complete(ask("simple"))
 
     json_body, plain_body = (request.body for request in fake_openai.requests)
     assert json_body["response_format"] == {"type": "json_object"}
     assert json_body["max_tokens"] == 300
-    assert "response_format" not in plain_body and "tools" not in plain_body and "max_tokens" not in plain_body
+    assert "response_format" not in plain_body and "tools" not in plain_body
+    assert plain_body["max_tokens"] == 1024  # the simple role's default bound
 
 
 def test_it_never_sends_the_structured_input(fake_openai, make_model):

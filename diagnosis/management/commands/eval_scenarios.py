@@ -3,7 +3,7 @@ from pathlib import Path
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
-from diagnosis.services.evaluation import evaluate_folder, markdown_table, summary, write_report
+from diagnosis.services.evaluation import IncrementalReport, evaluate_folder, markdown_table, summary
 
 
 class Command(BaseCommand):
@@ -14,15 +14,16 @@ class Command(BaseCommand):
     def add_arguments(self, parser):
         parser.add_argument("--scenarios", type=Path, default=None, help="Folder of scenarios (default: the shipped demo).")
         parser.add_argument("--lang", choices=("en", "zh", "both"), default="both")
-        parser.add_argument("--out", type=Path, default=Path("var/eval"), help="Where to write evaluation.json and evaluation.md.")
+        parser.add_argument("--out", type=Path, default=Path("var/eval"), help="Where to write evaluation.jsonl (one line per finished run), evaluation.json and evaluation.md.")
 
     def handle(self, scenarios, lang, out, **options):
         folder = scenarios or Path(settings.DEMO_SCENARIOS_DIR)
         if not folder.is_dir():
             raise CommandError(f"{folder} is not a folder")
         languages = ("en", "zh") if lang == "both" else (lang,)
-        scores = evaluate_folder(folder=folder, languages=languages)
-        json_path, md_path = write_report(scores, out)
+        report = IncrementalReport(out)  # each finished run is on disk at once: an interruption keeps it
+        scores = evaluate_folder(folder=folder, languages=languages, on_score=report.add)
+        json_path, md_path = report.finish()
         self.stdout.write(markdown_table(scores))
         self.stdout.write(f"\nsummary: {summary(scores)} (model: {settings.LLM_PROVIDER})")
         self.stdout.write(f"wrote {json_path} and {md_path}")
