@@ -102,6 +102,13 @@ class DiagnosisRun(models.Model):
             models.Index(fields=["session", "created_at"], name="diagnosis_run_session_created"),
             models.Index(fields=["status", "created_at"], name="diagnosis_run_status_created"),
             models.Index(fields=["-created_at"], name="diagnosis_run_created"),
+            # The console lists newest first by (created_at, id): one index walked backwards, no sort.
+            models.Index(fields=["created_at", "id"], name="diagnosis_run_created_id"),
+            # Console filters: equality on the code or model, newest first.
+            models.Index(fields=["error_code", "created_at"], name="diagnosis_run_error_created"),
+            models.Index(fields=["model_name", "created_at"], name="diagnosis_run_model_created"),
+            models.Index(fields=["feedback", "created_at"], name="diagnosis_run_feedback_created"),
+            models.Index(fields=["duration_ms"], name="diagnosis_run_duration"),
         ]
 
     def __str__(self) -> str:
@@ -146,7 +153,7 @@ class AgentStep(models.Model):
         constraints = [models.UniqueConstraint(fields=["run", "step_index"], name="agent_step_run_index_uniq")]
 
     def __str__(self) -> str:
-        return f"{self.run_id}#{self.step_index} {self.node}"
+        return f"step {self.step_index} · {self.node}"
 
 
 class ToolInvocation(models.Model):
@@ -176,7 +183,10 @@ class ToolInvocation(models.Model):
         constraints = [
             models.UniqueConstraint(fields=["run", "invocation_id"], name="tool_invocation_run_inv_uniq"),
         ]
-        indexes = [models.Index(fields=["invocation_id"], name="tool_invocation_inv_id")]
+        indexes = [
+            models.Index(fields=["invocation_id"], name="tool_invocation_inv_id"),
+            models.Index(fields=["tool_name", "run"], name="tool_invocation_tool_run"),
+        ]
 
     def __str__(self) -> str:
         return f"{self.invocation_id} {self.tool_name}"
@@ -217,7 +227,7 @@ class CaseLibraryEntry(models.Model):
         verbose_name_plural = "case library"
 
     def __str__(self) -> str:
-        return f"case for {self.run_id}"
+        return f"case: {self.question[:60]}" if self.question else "case"
 
 
 class KnowledgeDocument(models.Model):
@@ -278,3 +288,82 @@ class RunEvent(models.Model):
         db_table = "run_event"
         ordering = ["run_id", "seq"]
         constraints = [models.UniqueConstraint(fields=["run", "seq"], name="run_event_run_seq_uniq")]
+
+
+class RunReview(models.Model):
+    """A person's review of one run from the triage queue: who looked, why it is wrong, how it ended.
+
+    Written only by `diagnosis.services.reviews`; every change keeps who made it and when.
+    """
+
+    class Trigger(models.TextChoices):
+        DEGRADED = "degraded", "degraded run"
+        LOW_CONFIDENCE = "low_confidence", "low-confidence verdict"
+        NOT_USEFUL = "not_useful", "rated not useful"
+        SAMPLED = "sampled", "random sample"
+        MANUAL = "manual", "opened by hand"
+
+    class Status(models.TextChoices):
+        OPEN = "open"
+        RESOLVED = "resolved"
+
+    class Reason(models.TextChoices):
+        WRONG_ROOT_CAUSE = "wrong_root_cause", "wrong root cause"
+        MISSING_EVIDENCE = "missing_evidence", "missing evidence"
+        BAD_CITATION = "bad_citation", "bad citation"
+        UNSAFE_SUGGESTION = "unsafe_suggestion", "unsafe suggestion"
+        OTHER = "other", "other"
+
+    class Resolution(models.TextChoices):
+        ANSWER_OK = "answer_ok", "answer is fine"
+        ANSWER_WRONG = "answer_wrong", "answer is wrong"
+        FOLLOW_UP = "follow_up", "needs a product fix"
+        NOT_ACTIONABLE = "not_actionable", "not actionable"
+
+    run = models.OneToOneField(DiagnosisRun, on_delete=models.CASCADE, related_name="review")
+    trigger = models.CharField(max_length=16, choices=Trigger.choices)
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.OPEN)
+    assignee = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    reasons = models.JSONField(default=list, blank=True)
+    resolution = models.CharField(max_length=16, choices=Resolution.choices, blank=True)
+    note = models.TextField(blank=True)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    updated_at = models.DateTimeField(auto_now=True)
+    resolved_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    resolved_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        db_table = "run_review"
+        indexes = [models.Index(fields=["status", "created_at"], name="run_review_status_created")]
+
+    def __str__(self) -> str:
+        return f"review ({self.get_status_display()}): {self.get_trigger_display()}"
+
+
+class RunReviewEntry(models.Model):
+    """One recorded change to a review (opened, assigned, labelled, resolved, reopened): who and when."""
+
+    review = models.ForeignKey(RunReview, on_delete=models.CASCADE, related_name="entries")
+    actor = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True,
+                              related_name="+")
+    action = models.CharField(max_length=16)
+    changes = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        db_table = "run_review_entry"
+        ordering = ["review_id", "id"]
+        verbose_name_plural = "run review entries"
+
+    def __str__(self) -> str:
+        return f"{self.action} at {self.created_at:%Y-%m-%d %H:%M}" if self.created_at else self.action

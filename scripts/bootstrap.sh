@@ -34,6 +34,13 @@ if [ "$MODE" = "test" ]; then
   # The suite drives Debian's chromium and starts a real Prometheus server and Alertmanager.
   apt_install chromium prometheus prometheus-alertmanager
 fi
+# CJK fonts: Chinese in the console (and its screenshots) renders as glyphs, not boxes. The browser
+# tests check it, so the test set-up needs them; for running the service they are a nicety.
+if [ "$MODE" = "test" ]; then
+  apt_install fonts-noto-cjk
+else
+  ( apt_install fonts-noto-cjk ) || echo "bootstrap: fonts-noto-cjk not installed: a browser on this machine may draw Chinese as boxes" >&2
+fi
 
 if [ ! -x "$VENV/bin/python" ]; then
   if ! "$PY" -m venv "$VENV" 2>/dev/null; then

@@ -8,17 +8,24 @@ Nobody adds, changes or deletes audit rows here, superusers included; retention 
 from __future__ import annotations
 
 from django.contrib import admin
+from django.contrib.admin.options import IncorrectLookupParameters
+from django.contrib.admin.views.main import SEARCH_VAR
 from django.core.paginator import Paginator
-from django.db.models import F
+from django.http import HttpResponseRedirect
+from django.db.models import F, Prefetch
 from django.db.models.functions import Substr
 from django.urls import path, reverse
 from django.utils.functional import cached_property
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import mark_safe
 
-from diagnosis.models import AgentStep, CaseLibraryEntry, ChatSession, DiagnosisRun, ToolInvocation
+from diagnosis.models import (
+    AgentStep, CaseLibraryEntry, ChatSession, DiagnosisRun, RunReview, RunReviewEntry, ToolInvocation,
+)
+from diagnosis.tools.registry import ALLOWED_TOOLS
 from traces import admin_views
 from traces.rendering import json_html
+from traces.search import TEXT_MATCHES, id_kind, runs_lookup
 
 admin.site.site_header = "AIOps audit console"
 admin.site.site_title = "AIOps audit console"
@@ -85,7 +92,7 @@ def _when(value) -> str:
 
 
 def _short_run_link(run_pk, run_id: str):
-    """The run id cut to its first 8 hex digits (the full id in the tooltip), linking to the run page."""
+    """The run id cut to its first 8 hex digits (the full id in the tooltip; that prefix finds the run)."""
     url = reverse("admin:diagnosis_diagnosisrun_change", args=[run_pk])
     return format_html('<a class="rc-mono" href="{}" title="{}">{}…</a>', url, run_id, run_id[:12])
 
@@ -129,6 +136,116 @@ class FeedbackFilter(admin.SimpleListFilter):
         return queryset
 
 
+class InputFilter(admin.SimpleListFilter):
+    """A filter typed into a box (an error code, a model, a range) instead of picked from links."""
+
+    template = "admin/rc_input_filter.html"
+    placeholder = ""
+
+    def lookups(self, request, model_admin):
+        return []
+
+    def has_output(self):
+        return True
+
+    def choices(self, changelist):
+        preserved = [(k, v) for k, v in changelist.params.items() if k not in (self.parameter_name, "p", "e")]
+        yield {
+            "preserved": preserved, "value": self.value() or "", "placeholder": self.placeholder,
+            "parameter_name": self.parameter_name,
+            "clear_url": changelist.get_query_string(remove=[self.parameter_name]),
+        }
+
+
+class ExactTextFilter(InputFilter):
+    field = ""
+
+    def queryset(self, request, queryset):
+        value = (self.value() or "").strip()
+        return queryset.filter(**{self.field: value}) if value else queryset
+
+
+class ErrorCodeFilter(ExactTextFilter):
+    title = "error code"
+    parameter_name = "error_code"
+    field = "error_code"
+    placeholder = "e.g. model_connection_error"
+
+
+class ModelNameFilter(ExactTextFilter):
+    title = "model"
+    parameter_name = "model"
+    field = "model_name"
+    placeholder = "e.g. gpt-4o-mini"
+
+
+def parse_range(value: str) -> tuple[int | None, int | None]:
+    """'100-2000', '100-' or '-2000' (whole numbers): the bounds, either may be open."""
+    low, sep, high = (value or "").strip().partition("-")
+    if not sep:
+        low, high = low, low
+    try:
+        bounds = tuple(int(part.strip().replace(",", "")) if part.strip() else None for part in (low, high))
+    except ValueError:
+        raise IncorrectLookupParameters(f"{value!r} is not a range like 100-2000") from None
+    if bounds == (None, None) or any(b is not None and b < 0 for b in bounds):
+        raise IncorrectLookupParameters(f"{value!r} is not a range like 100-2000")
+    return bounds
+
+
+class RangeFilter(InputFilter):
+    placeholder = "min-max, e.g. 1000-5000"
+    field = ""
+
+    def queryset(self, request, queryset):
+        if not (self.value() or "").strip():
+            return queryset
+        low, high = parse_range(self.value())
+        queryset = self.annotate(queryset)
+        if low is not None:
+            queryset = queryset.filter(**{f"{self.field}__gte": low})
+        if high is not None:
+            queryset = queryset.filter(**{f"{self.field}__lte": high})
+        return queryset
+
+    def annotate(self, queryset):
+        return queryset
+
+
+class LatencyFilter(RangeFilter):
+    title = "latency (ms)"
+    parameter_name = "latency"
+    field = "duration_ms"
+
+
+class TokensFilter(RangeFilter):
+    title = "tokens"
+    parameter_name = "tokens"
+    field = "rc_total_tokens"
+
+    def annotate(self, queryset):
+        return queryset.alias(rc_total_tokens=F("prompt_tokens") + F("completion_tokens"))
+
+
+class ToolFilter(admin.SimpleListFilter):
+    title = "tool called"
+    parameter_name = "tool"
+
+    def lookups(self, request, model_admin):
+        return [(name, name) for name in sorted(ALLOWED_TOOLS)]
+
+    def queryset(self, request, queryset):
+        if not self.value():
+            return queryset
+        # The newest runs that called the tool, from the tool_invocation(tool_name, run) index alone and
+        # bounded like the list's count (MySQL takes no LIMIT inside IN: a derived table does it).
+        return queryset.extra(
+            where=["diagnosis_run.id IN (SELECT run_id FROM (SELECT ti.run_id FROM tool_invocation ti "
+                   "WHERE ti.tool_name = %s ORDER BY ti.run_id DESC LIMIT %s) AS tool_runs)"],
+            params=[self.value(), CappedCountPaginator.COUNT_CAP + 1],
+        )
+
+
 # --------------------------------------------------------------------------- runs
 
 
@@ -140,13 +257,16 @@ class DiagnosisRunAdmin(AuditAdmin):
     )
     list_display_links = None
     list_filter = (
-        "status", "agent_flow", "strategy", VerdictFilter, "degraded", FeedbackFilter,
-        ("created_at", admin.DateFieldListFilter),
+        "status", "agent_flow", "strategy", VerdictFilter, "degraded", FeedbackFilter, ToolFilter, ErrorCodeFilter,
+        ModelNameFilter, LatencyFilter, TokensFilter, ("created_at", admin.DateFieldListFilter),
     )
-    # Ids match exactly (indexed); the question is searched by substring.
-    search_fields = ("=run_id", "=session__session_id", "question")
-    search_help_text = "A run id, a session id (exact), or words of the question."
-    list_select_related = ("session",)
+    # Searched by `traces.search.runs_lookup`: ids by an indexed prefix lookup, the question by full text.
+    search_fields = ("question",)
+    search_help_text = ("A run id, session id or invocation id (inv-…), whole or its first 8+ characters, "
+                        "or words of the question.")
+    # The page's sessions come in a second query (WHERE id IN …) rather than a JOIN: with table
+    # statistics SQLite would otherwise drive the join from chat_session and sort the whole table.
+    list_select_related = False
     sortable_by = ("created", "duration", "tokens", "status_badge")
     ordering = ("-created_at", "-id")
     # The heavy JSON and text columns stay in the database on list pages.
@@ -158,19 +278,44 @@ class DiagnosisRunAdmin(AuditAdmin):
     def get_queryset(self, request):
         return (
             super().get_queryset(request)
-            .defer(*self.HEAVY_FIELDS)
+            .defer(*[f for f in self.HEAVY_FIELDS if not f.startswith("session__")])
             .annotate(question_head=Substr("question", 1, PREVIEW_CHARS + 1))
+            .prefetch_related(Prefetch("session", queryset=ChatSession.objects.only("id", "session_id")))
         )
 
     def get_urls(self):
         info = self.opts.app_label, self.opts.model_name
         view = self.admin_site.admin_view
         return [
+            path("review-queue/", view(self.review_queue_view), name="%s_%s_review_queue" % info),
+            path("diff/", view(self.diff_view), name="%s_%s_diff" % info),
             path("<path:object_id>/feedback/", view(self.feedback_view), name="%s_%s_feedback" % info),
+            path("<path:object_id>/review/", view(self.review_view), name="%s_%s_review" % info),
+            path("<path:object_id>/part/<str:kind>/<str:key>/", view(self.part_view), name="%s_%s_part" % info),
             *super().get_urls(),
         ]
 
+    def get_paginator(self, request, queryset, per_page, orphans=0, allow_empty_first_page=True):
+        paginator = super().get_paginator(request, queryset, per_page, orphans, allow_empty_first_page)
+        lookup = getattr(request, "rc_lookup", None)
+        if lookup is not None and lookup.kind == "text":
+            paginator.COUNT_CAP = TEXT_MATCHES - 1  # a text search keeps only its newest matches
+        return paginator
+
+    def get_search_results(self, request, queryset, search_term):
+        lookup = runs_lookup(queryset, search_term)
+        request.rc_lookup = lookup
+        return lookup.queryset, False
+
     def changelist_view(self, request, extra_context=None):
+        term = request.GET.get(SEARCH_VAR, "").strip()
+        if term and id_kind(term) and self.has_view_permission(request):
+            # An id that names exactly one run opens that run.
+            lookup = runs_lookup(DiagnosisRun.objects.all(), term)
+            if lookup.by_id:
+                found = list(lookup.queryset.order_by().values_list("pk", flat=True)[:2])
+                if len(found) == 1:
+                    return HttpResponseRedirect(reverse("admin:diagnosis_diagnosisrun_change", args=[found[0]]))
         return super().changelist_view(request, {"title": "Diagnosis runs", **(extra_context or {})})
 
     def change_view(self, request, object_id, form_url="", extra_context=None):
@@ -178,6 +323,18 @@ class DiagnosisRunAdmin(AuditAdmin):
 
     def feedback_view(self, request, object_id):
         return admin_views.run_feedback_view(self, request, object_id)
+
+    def review_view(self, request, object_id):
+        return admin_views.run_review_view(self, request, object_id)
+
+    def review_queue_view(self, request):
+        return admin_views.review_queue_view(self, request)
+
+    def diff_view(self, request):
+        return admin_views.run_diff_view(self, request)
+
+    def part_view(self, request, object_id, kind, key):
+        return admin_views.run_part_view(self, request, object_id, kind, key)
 
     @admin.display(description="run")
     def run_link(self, run):
@@ -187,7 +344,8 @@ class DiagnosisRunAdmin(AuditAdmin):
     def session_link(self, run):
         url = reverse("admin:diagnosis_chatsession_change", args=[run.session_id])
         session_id = run.session.session_id
-        shown = session_id if len(session_id) <= 14 else session_id[:12] + "…"
+        # Both ends: generated ids share their first characters far less than their last ones.
+        shown = session_id if len(session_id) <= 20 else session_id[:10] + "…" + session_id[-6:]
         return format_html('<a class="rc-mono" href="{}" title="{}">{}</a>', url, session_id, shown)
 
     @admin.display(description="question")
@@ -197,7 +355,7 @@ class DiagnosisRunAdmin(AuditAdmin):
 
     @admin.display(description="status", ordering="status")
     def status_badge(self, run):
-        return _badge(run.status)
+        return _badge(run.status, "degraded" if run.degraded else None)  # a degraded success is not green
 
     @admin.display(description="verdict")
     def verdict_badge(self, run):
@@ -473,3 +631,50 @@ class CaseLibraryEntryAdmin(AuditAdmin):
     def question_preview(self, case):
         text = getattr(case, "question_head", None) or ""
         return text[:PREVIEW_CHARS] + ("…" if len(text) > PREVIEW_CHARS else "")
+
+
+# --------------------------------------------------------------------------- reviews
+
+
+@admin.register(RunReview)
+class RunReviewAdmin(AuditAdmin):
+    """Reviews as recorded rows, for auditors: who opened, assigned, labelled and resolved what, and when.
+    They are written from a run's page (the reviews service), never here."""
+
+    list_display = ("run_link", "trigger", "status", "assignee", "reason_labels", "resolution", "created_by",
+                    "created_at", "resolved_by", "resolved_at")
+    list_select_related = ("run", "assignee", "created_by", "resolved_by")
+    list_filter = ("status", "trigger", "resolution")
+    search_fields = ("=run__run_id",)
+    search_help_text = "A run id (exact)."
+    ordering = ("-created_at", "-id")
+    fields = ("run_link", "trigger", "status", "assignee", "reason_labels", "resolution", "note", "created_by",
+              "created_at", "updated_by", "updated_at", "resolved_by", "resolved_at", "history")
+
+    def get_queryset(self, request):
+        return super().get_queryset(request).defer(
+            "run__question", "run__answer", "run__self_evaluation", "run__orchestration_trace", "run__error_message",
+            "run__feedback_comment",
+        )
+
+    @admin.display(description="run")
+    def run_link(self, review):
+        url = reverse("admin:diagnosis_diagnosisrun_change", args=[review.run_id])
+        return format_html('<a class="rc-mono" href="{}#review">{}</a>', url, review.run.run_id)
+
+    @admin.display(description="reasons")
+    def reason_labels(self, review):
+        labels = dict(RunReview.Reason.choices)
+        return ", ".join(labels.get(r, r) for r in review.reasons or []) or "—"
+
+    @admin.display(description="history")
+    def history(self, review):
+        entries = RunReviewEntry.objects.filter(review=review).select_related("actor")
+        return format_html(
+            '<table class="rc-session-runs"><thead><tr><th>when</th><th>who</th><th>action</th><th>changes</th>'
+            "</tr></thead><tbody>{}</tbody></table>",
+            format_html_join("", "<tr><td>{}</td><td>{}</td><td>{}</td><td><code>{}</code></td></tr>", (
+                (_when(e.created_at), e.actor.get_username() if e.actor else "—", e.action, e.changes)
+                for e in entries
+            )),
+        )

@@ -1,5 +1,12 @@
 """HTML for the run-detail page: answers as sanitised Markdown, stored JSON pretty-printed with the
-excerpts the Gatekeeper verified marked (<mark>) at the very path they were cited from."""
+excerpts the Gatekeeper verified marked (<mark>) at the very path they were cited from.
+
+Answers are CommonMark with the GitHub tables and strikethrough (markdown-it-py), the dialect models
+write: a bullet list needs no blank line before it. Links are not made from bare URLs. nh3 then
+keeps only the tags, attributes and URL schemes below (raw HTML in the answer included: a script,
+an image or an event handler never survives).
+API clients that render `answer` themselves should use the same rules (docs/CONSOLE.md).
+"""
 
 from __future__ import annotations
 
@@ -9,31 +16,40 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import markdown
 import nh3
+from markdown_it import MarkdownIt
 from django.utils.html import escape, format_html
 from django.utils.safestring import SafeString, mark_safe
 
 from diagnosis.gatekeeper import normalise_whitespace
 from diagnosis.jsonpath import JsonPathError, parse
 
-MARKDOWN_EXTENSIONS = ["fenced_code", "tables", "sane_lists"]
+# CommonMark + GFM tables and strikethrough, no linkify; the HTML it lets through is sanitised below.
+MARKDOWN = MarkdownIt("commonmark", {"html": True, "linkify": False, "typographer": False}).enable(
+    ["table", "strikethrough"])
 ALLOWED_TAGS = {
     "a", "abbr", "b", "blockquote", "br", "code", "del", "em", "h1", "h2", "h3", "h4", "h5", "h6", "hr", "i",
-    "li", "ol", "p", "pre", "strong", "sub", "sup", "table", "tbody", "td", "th", "thead", "tr", "ul",
+    "li", "ol", "p", "pre", "s", "strong", "sub", "sup", "table", "tbody", "td", "th", "thead", "tr", "ul",
 }
-ALLOWED_ATTRIBUTES = {"a": {"href", "title"}, "abbr": {"title"}, "td": {"align"}, "th": {"align"}}
+ALLOWED_ATTRIBUTES = {"a": {"href", "title"}, "abbr": {"title"}, "td": {"style"}, "th": {"style"}, "ol": {"start"}}
+ALIGN_STYLE = re.compile(r'^text-align:(left|right|center)$')
 CITATION = re.compile(r"\[(inv-[0-9a-f]{8})\]")
 JSON_RENDER_LIMIT = 150_000  # characters of pretty JSON per value; the JSON trace API has the rest
+INLINE_LIMIT = 6_000  # past this a result is shown as windows around its verified excerpts
+FULL_LIMIT = 2_000_000  # characters of a whole result loaded on demand ("show all")
+WINDOW_ITEMS = 3  # list items kept either side of a cited one (and at the head of an uncited list)
+WINDOW_LIST_MIN = 12  # shorter lists are shown whole
+WINDOW_CHARS = 400  # characters kept either side of a match in a long string
+WINDOW_STRING_MIN = 2_000  # shorter strings are shown whole
 CONTEXT_CHARS = 240  # characters kept either side of a highlighted excerpt in the audit
 
 
 def markdown_html(text: str, *, citations: Iterable[str] = ()) -> SafeString:
     """`text` as Markdown, sanitised by nh3; `[inv-…]` citations of this run link to their invocation."""
     html = nh3.clean(
-        markdown.markdown(text or "", extensions=MARKDOWN_EXTENSIONS, output_format="html"),
+        MARKDOWN.render(text or ""),
         tags=ALLOWED_TAGS, attributes=ALLOWED_ATTRIBUTES, url_schemes={"http", "https", "mailto"},
-        link_rel="noopener noreferrer nofollow",
+        link_rel="noopener noreferrer nofollow", attribute_filter=_attribute_filter,
     )
     known = set(citations)
     # Safe after sanitising: the pattern admits only an invocation id, and only ids of this run link.
@@ -41,6 +57,13 @@ def markdown_html(text: str, *, citations: Iterable[str] = ()) -> SafeString:
         lambda m: f'<a class="citation" href="#{m[1]}">[{m[1]}]</a>' if m[1] in known else m[0], html
     )
     return mark_safe(html)
+
+
+def _attribute_filter(tag: str, name: str, value: str) -> str | None:
+    """Table cells keep only their column alignment as a style."""
+    if name == "style":
+        return value if ALIGN_STYLE.match(value.replace(" ", "")) else None
+    return value
 
 
 def excerpt_pattern(excerpt: Any) -> re.Pattern[str] | None:
@@ -79,6 +102,7 @@ def _json_string(text: str) -> str:
 
 def marked_text(
     text: str, patterns: Sequence[re.Pattern[str]], *, quoted: bool = True, titles: Sequence[str] = (),
+    encode=None,
 ) -> str:
     """`text` HTML-escaped (as a JSON string when `quoted`) with every match of `patterns` in <mark>."""
     spans: list[tuple[int, int, str]] = []
@@ -87,7 +111,7 @@ def marked_text(
             if match.end() > match.start():
                 spans.append((match.start(), match.end(), titles[index] if index < len(titles) else ""))
     spans.sort()
-    encode = _json_string if quoted else (lambda s: s)
+    encode = encode or (_json_string if quoted else (lambda s: s))
     out, cursor = [], 0
     for start, end, title in spans:
         if start < cursor:
@@ -108,11 +132,57 @@ class _Budget(Exception):
 class _JsonWriter:
     """A json.dumps(indent=2) look-alike that writes escaped HTML and marks highlighted values."""
 
-    def __init__(self, highlights: Sequence[Highlight], limit: int):
+    def __init__(self, highlights: Sequence[Highlight], limit: int, window: bool = False):
         self.highlights = list(highlights)
         self.limit = limit
+        self.window = window
         self.size = 0
         self.out: list[str] = []
+
+    def gap(self, text: str) -> None:
+        self.emit(f'<span class="j-gap">… {escape(text)} …</span>', len(text) + 4)
+
+    def kept_indices(self, path: tuple, length: int) -> list[int]:
+        """In window mode: the items of a long list to show, around each cited index."""
+        depth = len(path)
+        cited = set()
+        for h in self.highlights:
+            if len(h.segments) > depth and h.segments[:depth] == path and isinstance(h.segments[depth], int):
+                index = h.segments[depth]
+                cited.add(index if index >= 0 else length + index)
+            elif len(h.segments) <= depth and path[: len(h.segments)] == h.segments:
+                return list(range(length))  # the whole list is cited: unusual, show it all
+        if not cited:
+            return list(range(min(WINDOW_ITEMS, length)))
+        keep = set()
+        for index in cited:
+            keep.update(range(max(0, index - WINDOW_ITEMS), min(length, index + WINDOW_ITEMS + 1)))
+        return sorted(keep)
+
+    def write_string_window(self, value: str, active: list[Highlight]) -> None:
+        spans = []
+        for h in active:
+            spans += [(m.start(), m.end()) for m in h.pattern.finditer(value) if m.end() > m.start()]
+        if not spans:
+            spans = [(0, 0)]
+        windows: list[list[int]] = []
+        for start, end in sorted(spans):
+            lo, hi = max(0, start - WINDOW_CHARS), min(len(value), end + WINDOW_CHARS)
+            if windows and lo <= windows[-1][1]:
+                windows[-1][1] = max(windows[-1][1], hi)
+            else:
+                windows.append([lo, hi])
+        patterns, titles = [h.pattern for h in active], [h.label for h in active]
+        self.emit('<span class="j-str">"', 1)
+        cursor = 0
+        for lo, hi in windows:
+            if lo > cursor:
+                self.gap(f"{lo - cursor:,} characters not shown")
+            self.emit(marked_text(value[lo:hi], patterns, quoted=False, titles=titles, encode=_json_string), hi - lo)
+            cursor = hi
+        if cursor < len(value):
+            self.gap(f"{len(value) - cursor:,} characters not shown")
+        self.emit('"</span>', 1)
 
     def emit(self, html: str, visible: int) -> None:
         self.size += visible
@@ -150,14 +220,29 @@ class _JsonWriter:
                 self.emit("]", 1)
                 return
             self.emit("[\n", 2)
-            for i, item in enumerate(value):
+            indices = self.kept_indices(path, len(value)) if self.window and len(value) >= WINDOW_LIST_MIN \
+                else range(len(value))
+            previous = -1
+            for i in indices:
+                if i > previous + 1:
+                    self.emit(f"{pad}  ", len(pad) + 2)
+                    self.gap(f"{i - previous - 1:,} item{'s' if i - previous - 1 > 1 else ''} not shown")
+                    self.emit("\n", 1)
                 self.emit(f"{pad}  ", len(pad) + 2)
                 # A negative index in a cited path names the same element as its positive twin.
-                self.write(item, self._index_path(path, i, len(value)), indent + 1)
+                self.write(value[i], self._index_path(path, i, len(value)), indent + 1)
                 self.emit(",\n" if i < len(value) - 1 else "\n", 2)
+                previous = i
+            if previous < len(value) - 1:
+                self.emit(f"{pad}  ", len(pad) + 2)
+                self.gap(f"{len(value) - previous - 1:,} more item{'s' if len(value) - previous - 1 > 1 else ''} not shown")
+                self.emit("\n", 1)
             self.emit(f"{pad}]", len(pad) + 1)
         elif isinstance(value, str):
             active = self.active(path)
+            if self.window and len(value) >= WINDOW_STRING_MIN:
+                self.write_string_window(value, active)
+                return
             self.emit(marked_text(value, [h.pattern for h in active], titles=[h.label for h in active]), len(value) + 2)
         else:
             text = json.dumps(value)
@@ -184,21 +269,48 @@ class _JsonWriter:
         return path + (index,)
 
 
-def json_html(value: Any, highlights: Sequence[Highlight] = (), *, limit: int = JSON_RENDER_LIMIT) -> SafeString:
-    """Pretty-printed, escaped JSON of `value` with each highlight's excerpt marked where it was cited."""
+def _parsed(value: Any) -> Any:
     if isinstance(value, str):
         try:
             parsed = json.loads(value)
         except ValueError:
             parsed = None
         if isinstance(parsed, (dict, list)):
-            value = parsed
-    writer = _JsonWriter(highlights, limit)
+            return parsed
+    return value
+
+
+def json_html(value: Any, highlights: Sequence[Highlight] = (), *, limit: int = JSON_RENDER_LIMIT,
+              window: bool = False) -> SafeString:
+    """Pretty-printed, escaped JSON of `value` with each highlight's excerpt marked where it was cited.
+
+    With `window`, long lists keep only the items around each cited index and long strings only the
+    characters around each match, with a marker for what was left out.
+    """
+    writer = _JsonWriter(highlights, limit, window)
     try:
-        writer.write(value, (), 0)
+        writer.write(_parsed(value), (), 0)
     except _Budget:
         writer.out.append('\n<span class="j-cut">… cut here in the console; the JSON trace has the full value</span>')
     return mark_safe("".join(writer.out))
+
+
+@dataclass(frozen=True)
+class ResultView:
+    html: SafeString
+    windowed: bool  # only windows around the verified excerpts are shown; "show all" loads the rest
+
+
+def result_html(value: Any, highlights: Sequence[Highlight] = (), *, inline_limit: int = INLINE_LIMIT) -> ResultView:
+    """A tool result for the run page: whole when it is small, else a window around each verified
+    excerpt, so every highlighted excerpt is on the page however large the result is."""
+    value = _parsed(value)
+    writer = _JsonWriter(highlights, inline_limit)
+    try:
+        writer.write(value, (), 0)
+        return ResultView(mark_safe("".join(writer.out)), False)
+    except _Budget:
+        return ResultView(json_html(value, highlights, window=True), True)
 
 
 def excerpt_in_context(value: Any, excerpt: Any) -> SafeString | None:

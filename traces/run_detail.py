@@ -18,7 +18,9 @@ from django.utils.safestring import SafeString
 
 from diagnosis.jsonpath import NOT_FOUND, JsonPathError, resolve
 from diagnosis.models import AgentStep, DiagnosisRun, ToolInvocation
-from traces.rendering import Highlight, excerpt_in_context, highlight_for, json_html, markdown_html
+from traces.rendering import (
+    FULL_LIMIT, Highlight, ResultView, excerpt_in_context, highlight_for, json_html, markdown_html, result_html,
+)
 from traces.route_svg import RouteSummary, render_route_svg, summarise_route
 from traces.selectors import orchestration_trace_parse
 
@@ -44,14 +46,16 @@ REASON_HELP = {
 
 @dataclass(frozen=True)
 class RunDetailData:
-    run: DiagnosisRun  # with session, session.owner, feedback_by and case loaded
+    run: DiagnosisRun  # with session, session.owner, feedback_by, case and review (+ assignee) loaded
     steps: list[AgentStep]
     invocations: list[ToolInvocation]
 
 
 def run_detail_get(*, pk: Any) -> RunDetailData | None:
     """The run with pk (or run id) `pk`, its steps by index and its invocations by id: three queries."""
-    runs = DiagnosisRun.objects.select_related("session", "session__owner", "feedback_by", "case").defer(
+    runs = DiagnosisRun.objects.select_related(
+        "session", "session__owner", "feedback_by", "case", "review", "review__assignee",
+    ).defer(
         "session__summary", "session__metadata",
     )
     key = str(pk)
@@ -112,6 +116,9 @@ class InvocationView:
     evidence_count: int
     bar: Bar
     admin_url: str
+    lazy: bool = False  # the body is loaded when the row is opened
+    windowed: bool = False  # the result shows windows around its verified excerpts; "show all" loads it whole
+    result_chars: int = 0
 
 
 @dataclass
@@ -127,6 +134,7 @@ class StepView:
     invocations: list[InvocationView]
     phase: str = ""
     admin_url: str = ""
+    lazy: bool = False  # model input and output are loaded when the step is opened
 
 
 @dataclass
@@ -189,21 +197,32 @@ def _bar(start_ms: float, duration_ms: float, total_ms: float) -> Bar:
     return Bar(round(left, 2), round(width, 2))
 
 
-def _invocation_view(invocation, highlights, t0, total_ms) -> InvocationView:
+def _invocation_view(invocation, highlights, t0, total_ms, *, body: str = "auto") -> InvocationView:
+    """body: "auto" (inline when it holds verified evidence, else loaded on demand), "inline" or "full"."""
     duration = invocation.duration_ms or 0
     end = _ms_between(t0, invocation.created_at) or 0.0
+    lazy = body == "auto" and not highlights
+    view = ResultView(SafeString(""), False)
+    if not lazy and invocation.result is not None:
+        view = ResultView(json_html(invocation.result, highlights, limit=FULL_LIMIT), False) if body == "full" \
+            else result_html(invocation.result, highlights)
     return InvocationView(
         invocation=invocation,
-        arguments=json_html(invocation.arguments),
-        result=json_html(invocation.result, highlights) if invocation.result is not None else SafeString(""),
+        arguments=SafeString("") if lazy else json_html(invocation.arguments),
+        result=view.html,
         evidence_count=len(highlights),
         bar=_bar(end - duration, duration, total_ms),
         admin_url=reverse("admin:diagnosis_toolinvocation_change", args=[invocation.pk]),
+        lazy=lazy, windowed=view.windowed,
+        result_chars=len(json.dumps(invocation.result, ensure_ascii=False, default=str)) if view.windowed else 0,
     )
 
 
 def build_timeline(run: DiagnosisRun, steps: list[AgentStep], invocations: list[ToolInvocation],
-                   highlights: dict[str, list[Highlight]], evidence_retries: int) -> Timeline:
+                   highlights: dict[str, list[Highlight]], evidence_retries: int, *,
+                   step_bodies: bool = False, invocation_body: str = "auto") -> Timeline:
+    """The steps and tool calls on the run's clock. Step bodies (model input and output) are only built
+    with `step_bodies`; the page loads them when a step is opened."""
     starts = [s.started_at for s in steps if s.started_at]
     if run.started_at:
         starts.append(run.started_at)
@@ -223,7 +242,7 @@ def build_timeline(run: DiagnosisRun, steps: list[AgentStep], invocations: list[
 
     views, previous = [], None
     for step in steps:
-        body, is_json, calls, meta = _output(step.model_output)
+        body, is_json, calls, meta = _output(step.model_output) if step_bodies else (None, False, None, [])
         phase = ""
         if previous is not None and PIPELINE.get(step.node, 9) < PIPELINE.get(previous.node, 9):
             phase = ("Evidence retry: the planner runs again in EVIDENCE_GAP_ONLY mode"
@@ -231,18 +250,20 @@ def build_timeline(run: DiagnosisRun, steps: list[AgentStep], invocations: list[
         views.append(StepView(
             step=step,
             bar=_bar(_ms_between(t0, step.started_at) or 0, step.duration_ms or 0, total_ms),
-            messages=_messages(step.model_input),
+            messages=_messages(step.model_input) if step_bodies else [],
             output_body=body, output_is_json=is_json, output_tool_calls=calls, output_meta=meta,
-            output_raw=json_html(step.model_output),
-            invocations=[_invocation_view(i, highlights.get(i.invocation_id, []), t0, total_ms)
+            output_raw=json_html(step.model_output) if step_bodies else SafeString(""),
+            invocations=[_invocation_view(i, highlights.get(i.invocation_id, []), t0, total_ms, body=invocation_body)
                          for i in by_step.get(step.pk, [])],
             phase=phase,
             admin_url=reverse("admin:diagnosis_agentstep_change", args=[step.pk]),
+            lazy=not step_bodies,
         ))
         previous = step
     return Timeline(
         steps=views,
-        orphans=[_invocation_view(i, highlights.get(i.invocation_id, []), t0, total_ms) for i in orphans],
+        orphans=[_invocation_view(i, highlights.get(i.invocation_id, []), t0, total_ms, body=invocation_body)
+                 for i in orphans],
         total_ms=total_ms,
         step_ms=sum(s.duration_ms or 0 for s in steps),
         tool_ms=sum(i.duration_ms or 0 for i in invocations),
@@ -299,6 +320,16 @@ def build_gatekeeper(
     if not audit:
         return GatekeeperView(present=False), highlights
     checks = {c.get("claim_id"): c for c in _list(verifier.get("claim_checks")) if isinstance(c, dict)}
+    return gatekeeper_view(audit, invocations, highlights, checks=checks), highlights
+
+
+def gatekeeper_view(
+    audit: dict, invocations: dict[str, ToolInvocation], highlights: dict[str, list[Highlight]], *,
+    checks: dict | None = None, label: str = "",
+) -> GatekeeperView:
+    """One stored Gatekeeper result (`GatekeeperResult.to_dict()`) claim by claim; adds its verified
+    excerpts to `highlights`."""
+    checks = checks or {}
     claims = []
     for claim in _list(audit.get("audit")):
         if not isinstance(claim, dict):
@@ -323,7 +354,7 @@ def build_gatekeeper(
             if verified and invocation is not None:
                 context = excerpt_in_context(value, binding.get("evidence_excerpt"))
                 highlight = highlight_for(binding.get("raw_path"), binding.get("evidence_excerpt"),
-                                          label=f"claim {claim.get('claim_id')}: verified excerpt")
+                                          label=f"{label}claim {claim.get('claim_id')}: verified excerpt")
                 if highlight is not None:
                     highlights.setdefault(source, []).append(highlight)
             reason = str(binding.get("reason_code", ""))
@@ -341,7 +372,121 @@ def build_gatekeeper(
         version=str(audit.get("version", "")), claims=claims,
         verified_claims=audit.get("verified_claim_count"), total_claims=audit.get("total_claim_count"),
         verified_bindings=audit.get("verified_binding_count"), total_bindings=audit.get("total_binding_count"),
-    ), highlights
+    )
+
+
+# --------------------------------------------------------------------------- alert analysis (AI_OPS)
+
+
+@dataclass
+class TaskAuditView:
+    task_id: str
+    service: str
+    goal: str
+    alert_ids: list
+    round: Any
+    status: str
+    summary: str
+    error: Any
+    invocation_ids: list
+    gatekeeper: GatekeeperView
+
+
+@dataclass
+class AiOpsView:
+    decisions: list[dict]
+    plan: list[dict]
+    tasks: list[TaskAuditView]
+    report: GatekeeperView
+    statements_total: Any
+    statements_verified: Any
+    removed: list
+    alerts_source: str
+    language: str
+
+
+def build_aiops(self_evaluation: Any, invocations: dict[str, ToolInvocation],
+                highlights: dict[str, list[Highlight]]) -> AiOpsView | None:
+    """The stored alert-analysis audit: supervisor decisions, per-task Gatekeeper results, report check."""
+    audit = _dict(_dict(self_evaluation).get("aiops_audit"))
+    if not audit:
+        return None
+    tasks = []
+    for result in _list(audit.get("tasks")):
+        if not isinstance(result, dict):
+            continue
+        task = _dict(result.get("task"))
+        gatekeeper = _dict(result.get("gatekeeper"))
+        tasks.append(TaskAuditView(
+            task_id=str(task.get("task_id", "")), service=str(task.get("service", "")), goal=str(task.get("goal", "")),
+            alert_ids=_list(task.get("alert_ids")), round=result.get("round"), status=str(result.get("status", "")),
+            summary=str(result.get("summary", "")), error=result.get("error"),
+            invocation_ids=_list(result.get("invocation_ids")),
+            gatekeeper=gatekeeper_view(gatekeeper, invocations, highlights, label=f"task {task.get('task_id')} ")
+            if gatekeeper else GatekeeperView(present=False),
+        ))
+    check = _dict(audit.get("report_check"))
+    report_gk = _dict(check.get("gatekeeper"))
+    return AiOpsView(
+        decisions=[d for d in _list(audit.get("decisions")) if isinstance(d, dict)],
+        plan=[t for t in _list(audit.get("plan")) if isinstance(t, dict)],
+        tasks=tasks,
+        report=gatekeeper_view(report_gk, invocations, highlights, label="report ") if report_gk
+        else GatekeeperView(present=False),
+        statements_total=check.get("statements_total"), statements_verified=check.get("statements_verified"),
+        removed=_list(check.get("removed")), alerts_source=str(audit.get("alerts_source", "")),
+        language=str(audit.get("language", "")),
+    )
+
+
+# --------------------------------------------------------------------------- triage
+
+
+@dataclass
+class FirstError:
+    code: str
+    message: str
+    node: str
+    anchor: str  # the element id on the page where it happened
+
+
+def first_error(run: DiagnosisRun, steps: list[AgentStep], invocations: list[ToolInvocation]) -> FirstError | None:
+    """The earliest thing that went wrong in a degraded or failed run, and the node it happened in."""
+    if not (run.degraded or run.status == DiagnosisRun.Status.FAILED):
+        return None
+    step_nodes = {s.pk: s for s in steps}
+    events = []
+    for step in steps:
+        if step.status == AgentStep.Status.FAILED or step.error:
+            code, _, message = (step.error or "step failed").partition(": ")
+            events.append((step.started_at, 0, FirstError(code.strip(), message.strip(), step.node,
+                                                          f"step-{step.step_index}")))
+    for invocation in invocations:
+        if invocation.status != ToolInvocation.Status.SUCCESS:
+            step = step_nodes.get(invocation.step_id)
+            events.append((invocation.created_at, 1, FirstError(
+                f"tool_{invocation.status.lower()}", f"{invocation.tool_name}: {invocation.error_message}",
+                step.node if step else invocation.tool_name, invocation.invocation_id)))
+    events = [e for e in events if e[0] is not None]
+    if events:
+        return min(events, key=lambda e: (e[0], e[1]))[2]
+    if run.error_code:
+        return FirstError(run.error_code, run.error_message, "run", "answer")
+    return FirstError("degraded", "the fallback wrote the answer", "fallback", "route")
+
+
+def answer_verified(run: DiagnosisRun) -> bool:
+    """Whether the run's answer rests on evidence the Gatekeeper verified (the console only offers
+    "useful" for those): a finished, non-degraded DIAGNOSIS run with verdict PASS or LOW_CONFID, or an
+    alert analysis whose report kept at least one verified statement. SIMPLE answers are unverified."""
+    if run.status != DiagnosisRun.Status.SUCCESS or run.degraded:
+        return False
+    if run.agent_flow == DiagnosisRun.Flow.AI_OPS:
+        check = _dict(_dict(_dict(run.self_evaluation).get("aiops_audit")).get("report_check"))
+        return (_number(check.get("statements_verified")) or 0) > 0
+    if run.strategy == DiagnosisRun.Strategy.SIMPLE:
+        return False
+    return run.effective_verdict in (DiagnosisRun.Verdict.PASS, DiagnosisRun.Verdict.LOW_CONFID)
 
 
 # --------------------------------------------------------------------------- self-evaluation
@@ -374,6 +519,9 @@ def _ratio(done: Any, total: Any) -> str:
 
 def build_figures(self_evaluation: Any) -> tuple[list[Figure], list[BudgetLine]]:
     rules = _dict(_dict(self_evaluation).get("rule_evaluation"))
+    aiops = _dict(_dict(self_evaluation).get("aiops_rule_evaluation"))
+    if aiops and not rules:
+        return _aiops_figures(aiops), _budget_lines(_dict(aiops.get("budget")))
     if not rules:
         return [], []
     validity = _number(rules.get("citation_validity_rate"))
@@ -394,6 +542,41 @@ def build_figures(self_evaluation: Any) -> tuple[list[Figure], list[BudgetLine]]
                tone="bad" if rules.get("fallback_used") else "good"),
     ]
     budget = _dict(rules.get("budget"))
+    if budget.get("exceeded"):
+        figures.append(Figure("Budget", "exceeded", str(budget.get("exceeded")), "bad"))
+    return figures, _budget_lines(budget)
+
+
+def _aiops_figures(rules: dict) -> list[Figure]:
+    validity = _number(rules.get("citation_validity"))
+    report = _number(rules.get("report_citation_validity"))
+    success = _number(rules.get("tool_success_rate"))
+    by_status = _dict(rules.get("tool_calls_by_status"))
+    tone = lambda v: "" if v is None else "good" if v >= 0.999 else "warn" if v > 0 else "bad"  # noqa: E731
+    figures = [
+        Figure("Citation validity", _percent(validity),
+               _ratio(rules.get("bindings_verified"), rules.get("bindings_total")) + " bindings in the tasks", tone(validity)),
+        Figure("Claims verified", _ratio(rules.get("claims_verified"), rules.get("claims_total")), "by the Gatekeeper"),
+        Figure("Report check", _percent(report),
+               _ratio(rules.get("report_statements_verified"), rules.get("report_statements_total"))
+               + f" statements kept, {rules.get('report_statements_removed', 0)} removed", tone(report)),
+        Figure("Alerts", _ratio(rules.get("alerts_with_verified_findings"), rules.get("alerts_total")),
+               f"with verified findings (source: {rules.get('alerts_source', '—')})"),
+        Figure("Supervisor rounds", _ratio(rules.get("rounds"), rules.get("max_rounds")),
+               " → ".join(str(d) for d in _list(rules.get("decisions"))) or "no decision"),
+        Figure("Tool success", _percent(success),
+               ", ".join(f"{count} {status.lower()}" for status, count in sorted(by_status.items())) or "no tool calls",
+               "" if success is None else "good" if success >= 0.999 else "warn"),
+        Figure("Fallback", "used" if rules.get("fallback_used") else "not used",
+               str(rules.get("fallback_reason") or ""), "bad" if rules.get("fallback_used") else "good"),
+    ]
+    exceeded = _dict(rules.get("budget")).get("exceeded")
+    if exceeded:
+        figures.append(Figure("Budget", "exceeded", str(exceeded), "bad"))
+    return figures
+
+
+def _budget_lines(budget: dict) -> list[BudgetLine]:
     lines = []
     for label, used_key, limit_key, unit in (
         ("Model calls", "model_calls", "max_model_calls", ""),
@@ -408,9 +591,7 @@ def build_figures(self_evaluation: Any) -> tuple[list[Figure], list[BudgetLine]]
             continue
         shown = f"{used:,.2f}" if isinstance(used, float) and not float(used).is_integer() else f"{int(used):,}"
         lines.append(BudgetLine(label, shown + unit, f"{int(limit):,}{unit}", round(min(used / limit * 100, 100), 1)))
-    if budget.get("exceeded"):
-        figures.append(Figure("Budget", "exceeded", str(budget.get("exceeded")), "bad"))
-    return figures, lines
+    return lines
 
 
 # --------------------------------------------------------------------------- the page
@@ -438,6 +619,11 @@ class RunDetail:
     queue_ms: float | None
     has_case: bool
     tool_total: int
+    aiops: AiOpsView | None = None
+    part_base: str = ""  # parts loaded on demand: <part_base>step/<index>/, tool/<id>/, result/<id>/
+    first_error: FirstError | None = None
+    answer_verified: bool = False
+    unverified: bool = False  # a SIMPLE answer: one model call, nothing checked
 
 
 def run_detail_build(data: RunDetailData) -> RunDetail:
@@ -446,6 +632,8 @@ def run_detail_build(data: RunDetailData) -> RunDetail:
     trace = orchestration_trace_parse(run.orchestration_trace)
     route = summarise_route(trace)
     gatekeeper, highlights = build_gatekeeper(run.self_evaluation, invocations)
+    aiops = build_aiops(run.self_evaluation, invocations, highlights) if run.agent_flow == DiagnosisRun.Flow.AI_OPS \
+        else None
     figures, budget = build_figures(run.self_evaluation)
     verifier = _dict(_dict(run.self_evaluation).get("verifier_evaluation"))
     evidence_retries = route.evidence_retry_count if route else 0
@@ -463,7 +651,7 @@ def run_detail_build(data: RunDetailData) -> RunDetail:
         budget=budget,
         verifier=verifier,
         prompt_audit=_dict(verifier.get("prompt_audit")),
-        self_evaluation_json=json_html(run.self_evaluation) if run.self_evaluation is not None else None,
+        self_evaluation_json=None,  # loaded on demand: part/self-evaluation/json/
         trace_api_url=f"{reverse('diagnosis-trace', kwargs={'session_id': session_id})}?runId={run.run_id}",
         steps_url=f"{reverse('admin:diagnosis_agentstep_changelist')}?run__id__exact={run.pk}",
         invocations_url=f"{reverse('admin:diagnosis_toolinvocation_changelist')}?run__id__exact={run.pk}",
@@ -471,4 +659,43 @@ def run_detail_build(data: RunDetailData) -> RunDetail:
         queue_ms=_ms_between(run.created_at, run.started_at),
         has_case=getattr(run, "case", None) is not None,  # loaded by select_related: no query
         tool_total=len(data.invocations),
+        aiops=aiops,
+        part_base=part_base(run),
+        first_error=first_error(run, data.steps, data.invocations),
+        answer_verified=answer_verified(run),
+        unverified=run.strategy == DiagnosisRun.Strategy.SIMPLE and run.agent_flow == DiagnosisRun.Flow.CHAT,
     )
+
+
+# --------------------------------------------------------------------------- parts loaded on demand
+
+
+def part_base(run: DiagnosisRun) -> str:
+    return reverse("admin:diagnosis_diagnosisrun_part", args=[run.pk, "step", "0"]).rsplit("step/0/", 1)[0]
+
+
+def _highlights(run: DiagnosisRun, invocations: dict[str, ToolInvocation]) -> dict[str, list[Highlight]]:
+    _, highlights = build_gatekeeper(run.self_evaluation, invocations)
+    if run.agent_flow == DiagnosisRun.Flow.AI_OPS:
+        build_aiops(run.self_evaluation, invocations, highlights)
+    return highlights
+
+
+def step_part(data: RunDetailData, step_index: int) -> StepView | None:
+    """One step of the timeline with its model input and output, for the page to load when opened."""
+    steps = [s for s in data.steps if s.step_index == step_index]
+    if not steps:
+        return None
+    invocations = {i.invocation_id: i for i in data.invocations}
+    timeline = build_timeline(data.run, steps, [], _highlights(data.run, invocations), 0, step_bodies=True)
+    return timeline.steps[0]
+
+
+def invocation_part(data: RunDetailData, invocation_id: str, *, full: bool) -> InvocationView | None:
+    """One tool call's arguments and result (the whole result with `full`), its verified excerpts marked."""
+    invocations = {i.invocation_id: i for i in data.invocations}
+    invocation = invocations.get(invocation_id)
+    if invocation is None:
+        return None
+    highlights = _highlights(data.run, invocations).get(invocation_id, [])
+    return _invocation_view(invocation, highlights, data.run.created_at, 0, body="full" if full else "inline")

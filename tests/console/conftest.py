@@ -58,3 +58,20 @@ def staff_client(client, support_staff):
 def auditor_client(client, auditor):
     client.force_login(auditor)
     return client
+
+
+def roles_create() -> None:
+    """The roles of the data migrations, made again: a transactional test's flush removes them."""
+    import importlib
+
+    from django.apps import apps
+
+    importlib.import_module("diagnosis.migrations.0002_roles").create_roles(apps, None)
+    importlib.import_module("diagnosis.migrations.0003_i16_review_and_console_indexes").grant_review_roles(apps, None)
+
+
+def support_staff_create(username: str = "sam"):
+    """A support-staff account made inside a test (after `roles_create` in transactional tests)."""
+    user = UserFactory(username=username, is_staff=True)
+    user.groups.add(Group.objects.get(name="support_staff"))
+    return user

@@ -1,7 +1,8 @@
 """The console in a real browser: Playwright drives Debian's chromium against the live server.
 
 A support engineer logs in, filters the run list to degraded runs, opens a run that went through an
-evidence retry, sees its route, timeline and a highlighted verified excerpt, and rates it.
+evidence retry, sees its route, timeline and a highlighted verified excerpt, and rates it (not
+useful: a degraded answer cannot be rated useful); then rates a verified run useful.
 Screenshots land in artifacts/screenshots/ (git-ignored test artifacts).
 """
 
@@ -141,22 +142,33 @@ def test_support_staff_filters_degraded_runs_opens_an_evidence_retry_run_and_rat
 
     # the first step opens to its pretty-printed model input and output
     page.locator("#step-0 > summary").click()
+    page.wait_for_selector("#step-0 .rc-msg-system")  # the step's model input loads when it opens
     assert page.locator("#step-0 .rc-msg-system").is_visible()
     page.locator("#timeline").screenshot(path=str(SCREENSHOTS / "run_detail_timeline.png"))
 
-    # 5. submit feedback and see it stored
+    # 5. submit feedback and see it stored: a degraded run has no verified answer, so "useful" is not offered
     page.locator("#feedback").scroll_into_view_if_needed()
-    page.locator("#feedback-form input[value=useful]").check()
-    page.fill("#feedback-form textarea[name=comment]", "Right call: pool exhausted, follow the runbook.")
+    assert page.locator("#feedback-form input[value=useful]").count() == 0
+    assert page.locator("#no-useful").is_visible()
+    page.locator("#feedback-form input[value=not_useful]").check()
+    page.fill("#feedback-form textarea[name=comment]", "Fell back: the verifier timed out, follow up on the model.")
     page.click("#feedback-form button[type=submit]")
     page.wait_for_selector(".messagelist .success")
-    assert "Feedback saved: Useful" in page.locator(".messagelist").inner_text()
-    assert page.locator("#current-feedback").inner_text() == "Useful"
+    assert "Feedback saved: Not Useful" in page.locator(".messagelist").inner_text()
+    assert page.locator("#current-feedback").inner_text() == "Not Useful"
     _screenshot(page, "run_detail_feedback.png")
 
     stored = DiagnosisRun.objects.get(pk=retried.pk)
-    assert stored.feedback == "useful"
-    assert stored.feedback_comment == "Right call: pool exhausted, follow the runbook."
+    assert stored.feedback == "not_useful"
+    assert stored.feedback_comment == "Fell back: the verifier timed out, follow up on the model."
     assert stored.feedback_by == staff
     assert stored.status == DiagnosisRun.Status.SUCCESS  # feedback never moves the status
-    assert CaseLibraryEntry.objects.filter(run=retried).exists()
+    assert not CaseLibraryEntry.objects.filter(run=retried).exists()
+
+    # a verified answer can be rated useful and enters the case library
+    page.goto(f"{live_server.url}/admin/diagnosis/diagnosisrun/{healthy[0].pk}/change/#feedback")
+    page.locator("#feedback-form input[value=useful]").check()
+    page.click("#feedback-form button[type=submit]")
+    page.wait_for_selector(".messagelist .success")
+    assert page.locator("#current-feedback").inner_text() == "Useful"
+    assert CaseLibraryEntry.objects.filter(run=healthy[0]).exists()

@@ -12,11 +12,12 @@ from tests.console.scenarios import run_with_steps
 
 pytestmark = pytest.mark.django_db
 
-# session, user, user permissions, group permissions, capped COUNT, one page of runs with their sessions
-RUN_LIST_QUERIES = 6
+# session, user, user permissions, group permissions, capped COUNT, one page of runs, their sessions
+RUN_LIST_QUERIES = 7
+ID_LOOKUP_QUERIES = 5
 # session, user, run (+ session, owner, feedback author, case), steps, invocations, two permission
-# loads, the support-staff check of the feedback rule
-RUN_DETAIL_QUERIES = 8
+# loads, the support-staff check of the feedback rule, the reviewer check, the reviewers to assign to
+RUN_DETAIL_QUERIES = 10
 # session, user, two permission loads, the chat session with its owner, its runs in order
 SESSION_PAGE_QUERIES = 6
 
@@ -36,14 +37,35 @@ def test_the_run_list_costs_the_same_queries_with_runs_of_1_and_200_steps(staff_
     assert response.status_code == 200 and response.context["cl"].result_count == 2
 
 
+@pytest.fixture
+def _committed_roles(transactional_db):
+    from tests.console.conftest import roles_create
+
+    roles_create()
+
+
+# Transactional: InnoDB's full-text index sees only committed rows.
+@pytest.mark.django_db(transaction=True)
 @pytest.mark.parametrize("steps", [1, 200])
-def test_a_filtered_searched_list_costs_the_same_queries(staff_client, django_assert_num_queries, steps):
+def test_a_filtered_searched_list_costs_the_same_queries(_committed_roles, staff_client, django_assert_num_queries,
+                                                         steps):
     run = run_with_steps(steps)
-    url = reverse("admin:diagnosis_diagnosisrun_changelist") + f"?degraded__exact=0&verdict=none&q={run.run_id}"
+    url = reverse("admin:diagnosis_diagnosisrun_changelist") + "?degraded__exact=0&verdict=none&q=payment-service+failing"
     _warm(staff_client, url)
     with django_assert_num_queries(RUN_LIST_QUERIES):
         response = staff_client.get(url)
     assert [r.pk for r in response.context["cl"].result_list] == [run.pk]
+
+
+@pytest.mark.parametrize("steps", [1, 200])
+def test_an_id_search_opens_the_run_with_one_lookup(staff_client, django_assert_num_queries, steps):
+    run = run_with_steps(steps)
+    url = reverse("admin:diagnosis_diagnosisrun_changelist") + f"?q={run.run_id[:12]}"
+    staff_client.get(url)
+    # session, user, user permissions, group permissions, the indexed id lookup
+    with django_assert_num_queries(ID_LOOKUP_QUERIES):
+        response = staff_client.get(url)
+    assert response.status_code == 302 and response["Location"].endswith(f"/{run.pk}/change/")
 
 
 @pytest.mark.parametrize("steps", [1, 200])

@@ -61,3 +61,26 @@ def test_the_excerpt_in_context_keeps_some_text_around_it():
 def test_markdown_keeps_tables_and_code_and_drops_scripts():
     html = str(markdown_html("| a | b |\n|---|---|\n| 1 | 2 |\n\n```\ncode\n```\n\n<iframe src=x></iframe>"))
     assert "<table>" in html and "<pre><code>code" in html and "<iframe" not in html
+
+
+def test_a_bullet_list_right_after_a_paragraph_is_a_list():
+    html = str(markdown_html("Root cause:\n- pool exhausted\n- retries pile up\n\nNext steps:\n1. raise the pool\n2. watch it"))
+    assert "<ul>\n<li>pool exhausted</li>\n<li>retries pile up</li>\n</ul>" in html
+    assert "<ol>\n<li>raise the pool</li>" in html
+    assert "Root cause:</p>" in html
+
+
+def test_gfm_tables_and_strikethrough_render_and_raw_html_does_not():
+    html = str(markdown_html("| a | b |\n|:-|-:|\n| 1 | 2 |\n\n~~old~~ new\n\n<img src=x onerror=alert(1)> "
+                             "[x](javascript:alert(1)) https://example.com"))
+    assert '<th style="text-align:left">a</th>' in html and '<td style="text-align:right">2</td>' in html
+    assert "<s>old</s> new" in html
+    assert "<img" not in html and "onerror" not in html
+    assert 'href="javascript' not in html
+    assert 'href="https://example.com"' not in html  # no linkify: only written links are links
+
+
+def test_citations_of_this_run_link_to_their_invocation_and_others_do_not():
+    html = str(markdown_html("- pool exhausted [inv-0123abcd] [inv-99999999]", citations=["inv-0123abcd"]))
+    assert '<a class="citation" href="#inv-0123abcd">[inv-0123abcd]</a>' in html
+    assert "[inv-99999999]" in html and 'href="#inv-99999999"' not in html

@@ -21,6 +21,12 @@ def detail(client, run) -> str:
     return response.content.decode()
 
 
+def part(client, run, kind: str, key) -> str:
+    response = client.get(reverse("admin:diagnosis_diagnosisrun_part", args=[run.pk, kind, str(key)]))
+    assert response.status_code == 200
+    return response.content.decode()
+
+
 def section(page: str, name: str) -> str:
     start = page.index(f'<section class="rc-section" id="{name}">')
     return page[start:page.index("</section>", start)]
@@ -55,7 +61,7 @@ def test_the_answer_is_markdown_with_the_html_sanitised(staff_client, alice):
     assert f'<a class="citation" href="#{invocation.invocation_id}">' in answer  # a citation of this run links
     assert "[inv-deadbeef]" in answer and 'href="#inv-deadbeef"' not in answer  # an unknown one does not
     assert "<script" not in answer and "alert('x')" not in answer
-    assert "javascript:" not in answer and "onerror" not in answer and "<img" not in answer and "onclick" not in answer
+    assert 'href="javascript' not in answer and "onerror" not in answer and "<img" not in answer and "onclick" not in answer
     assert 'href="https://runbooks.example/db"' in answer and 'rel="noopener noreferrer nofollow"' in answer
 
 
@@ -76,9 +82,11 @@ def test_the_timeline_lists_steps_and_tool_calls_with_durations(staff_client, re
     assert "Evidence retry: the planner runs again in EVIDENCE_GAP_ONLY mode" in timeline
     assert "840 ms" in timeline and "180 ms" in timeline  # a step and a tool call duration
     assert "attempt 2</span>" in timeline and ">FAILED<" in timeline
-    # model input and output collapsible and pretty-printed
-    assert '<details class="rc-msg rc-msg-system">' in timeline
-    assert '<span class="j-key">&quot;goal&quot;</span>: <span class="j-str">"explain payment-service errors"</span>' in timeline
+    # model input and output collapsible and pretty-printed, loaded when the step opens
+    assert '<details class="rc-msg rc-msg-system">' not in timeline and 'data-part="' in timeline
+    step = part(staff_client, retried, "step", 0)
+    assert '<details class="rc-msg rc-msg-system">' in step
+    assert '<span class="j-key">&quot;goal&quot;</span>: <span class="j-str">"explain payment-service errors"</span>' in step
     # each tool call with its arguments, status and result
     logs = retried.tool_invocations.get(tool_name="query_logs")
     assert f'id="{logs.invocation_id}" data-tool="query_logs" open' in timeline
@@ -90,7 +98,8 @@ def test_a_verified_excerpt_is_marked_inside_the_tool_result_it_came_from(staff_
     page = detail(staff_client, retried)
     logs = retried.tool_invocations.get(tool_name="query_logs")
     start = page.index(f'id="{logs.invocation_id}"')
-    result = page[page.index('<pre class="rc-json rc-result">', start):page.index("</pre>", page.index('<pre class="rc-json rc-result">', start))]
+    opening = page.index('<pre class="rc-json rc-result"', start)
+    result = page[opening:page.index("</pre>", opening)]
     marked = re.findall(r'<mark class="evidence"[^>]*>(.*?)</mark>', result)
     assert marked == [POOL_EXCERPT]  # only at $.records[1].message, not everywhere the words appear
     assert result.index("HikariPool-1 - <mark") > result.index(LOGS["records"][0]["message"][:20])
@@ -149,12 +158,14 @@ def test_a_fallback_run_says_it_is_degraded_and_shows_the_rejected_citation(staf
     assert ">REJECT<" in section(page, "gatekeeper") and "excerpt_mismatch" in page
 
 
-def test_a_simple_run_without_a_trace_still_draws_the_topology_and_says_why(staff_client, alice):
+def test_a_simple_run_is_labelled_unverified_instead_of_drawing_an_empty_graph(staff_client, alice):
     run = DiagnosisRunFactory(session__owner=alice, strategy="SIMPLE", status="SUCCESS", answer="Hello!")
     page = detail(staff_client, run)
-    assert "SIMPLE strategy: one model call, no graph" in page
-    assert 'data-has-trace="false"' in page
-    assert "No Gatekeeper audit" in page and "No self-evaluation stored" in page and "No step recorded." in page
+    assert 'id="unverified-badge"' in page and 'id="unverified-route"' in page and 'id="unverified-audit"' in page
+    assert "route-svg" not in section(page, "route")  # no grey diagnosis graph
+    assert "No self-evaluation stored" in page and "No step recorded." in page
+    diagnosis = DiagnosisRunFactory(session__owner=alice, status="SUCCESS", answer="Hi")
+    assert "unverified" not in detail(staff_client, diagnosis).lower()
 
 
 def test_an_invalid_stored_trace_is_reported_not_drawn(staff_client, alice):
@@ -176,4 +187,5 @@ def test_stored_text_is_escaped_everywhere(staff_client, alice):
     step.save(update_fields=["model_input"])
     page = detail(staff_client, run)
     assert "&lt;b&gt;bold&lt;/b&gt; question" in page and "<b>bold</b> question" not in page
-    assert "<img src=x" not in page and "&lt;img src=x onerror=alert(1)&gt;" in page
+    step = part(staff_client, run, "step", step.step_index)
+    assert "<img src=x" not in step and "&lt;img src=x onerror=alert(1)&gt;" in step

@@ -18,7 +18,7 @@ from django.urls import URLPattern, URLResolver, get_resolver, reverse
 from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
-from diagnosis.models import AgentStep, CaseLibraryEntry, ChatSession, DiagnosisRun, ToolInvocation
+from diagnosis.models import AgentStep, CaseLibraryEntry, ChatSession, DiagnosisRun, RunReview, ToolInvocation
 from tests.api.conftest import sse_events, token_client
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("api_executor")]
@@ -309,7 +309,7 @@ def test_console_feedback_without_a_csrf_token_is_403(support_staff, world):
 # --------------------------------------------------------------------------- the audit console
 
 
-AUDIT_MODELS = (ChatSession, DiagnosisRun, AgentStep, ToolInvocation, CaseLibraryEntry)
+AUDIT_MODELS = (ChatSession, DiagnosisRun, AgentStep, ToolInvocation, CaseLibraryEntry, RunReview)
 
 
 def console_pages(world) -> dict[str, str]:
@@ -319,6 +319,7 @@ def console_pages(world) -> dict[str, str]:
     objects = {
         ChatSession: run.session, DiagnosisRun: run, AgentStep: AgentStep.objects.filter(run=run).first(),
         ToolInvocation: ToolInvocation.objects.filter(run=run).first(), CaseLibraryEntry: CaseLibraryEntry.objects.get(run=run),
+        RunReview: RunReview.objects.get_or_create(run=run, defaults={"trigger": "manual"})[0],
     }
     pages = {"index": reverse("admin:index"), "app diagnosis": reverse("admin:app_list", args=["diagnosis"])}
     registered = [m for m in admin.site._registry if m._meta.app_label == "diagnosis"]
@@ -328,7 +329,15 @@ def console_pages(world) -> dict[str, str]:
         pages[f"{name} list"] = reverse(f"admin:diagnosis_{name}_changelist")
         pages[f"{name} detail"] = reverse(f"admin:diagnosis_{name}_change", args=[objects[model].pk])
         pages[f"{name} history"] = reverse(f"admin:diagnosis_{name}_history", args=[objects[model].pk])
-    pages["run list filtered by session"] = reverse("admin:diagnosis_diagnosisrun_changelist") + f"?q={run.run_id}"
+    pages["run list filtered by session"] = (reverse("admin:diagnosis_diagnosisrun_changelist")
+                                             + f"?session__id__exact={run.session_id}")
+    pages["review queue"] = reverse("admin:diagnosis_diagnosisrun_review_queue")
+    pages["run diff"] = reverse("admin:diagnosis_diagnosisrun_diff") + f"?a={run.run_id}&b={run.run_id}"
+    invocation = objects[ToolInvocation]
+    pages["run page part: tool call"] = reverse("admin:diagnosis_diagnosisrun_part",
+                                                args=[run.pk, "tool", invocation.invocation_id])
+    pages["run page part: whole result"] = reverse("admin:diagnosis_diagnosisrun_part",
+                                                   args=[run.pk, "result", invocation.invocation_id])
     return pages
 
 
@@ -395,7 +404,8 @@ def test_support_staff_rate_from_the_console_and_the_auditor_cannot(support_staf
     assert DiagnosisRun.objects.get(pk=run.pk).feedback is None
     staff_client = Client()
     staff_client.force_login(support_staff)
-    response = staff_client.post(url, {"feedback": "useful"})
+    DiagnosisRun.objects.filter(pk=run.pk).update(status="SUCCESS", effective_verdict="PASS", degraded=False)
+    response = staff_client.post(url, {"feedback": "useful"})  # a verified answer: "useful" is allowed
     assert response.status_code == 302 and not _login_redirect(response)
     assert DiagnosisRun.objects.get(pk=run.pk).feedback == "useful"
 

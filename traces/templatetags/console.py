@@ -43,3 +43,12 @@ def css_number(value) -> str:
 @register.filter
 def pretty_json(value):
     return json_html(value)
+
+
+@register.filter
+def get_item(mapping, key):
+    """mapping[key] in a template (labels of stored codes); the key itself when unknown."""
+    try:
+        return mapping.get(key, key)
+    except AttributeError:
+        return key

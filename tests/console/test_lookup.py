@@ -1,0 +1,158 @@
+"""Run lookup in the console: ids (whole or a prefix of 8+ characters) by one indexed lookup that opens
+the run, question words by full-text search (MySQL FULLTEXT, SQLite FTS5), and the new filters.
+
+Transactional: InnoDB's full-text index sees rows only once they are committed.
+"""
+
+from __future__ import annotations
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+from django.urls import reverse
+
+from diagnosis.models import DiagnosisRun
+from tests.console.conftest import roles_create
+from tests.console.scenarios import evidence_retry_run, fallback_run, happy_run
+from tests.factories import ChatSessionFactory, DiagnosisRunFactory
+from traces.search import SCAN_ROWS, runs_lookup
+
+pytestmark = pytest.mark.django_db(transaction=True)
+LIST = reverse("admin:diagnosis_diagnosisrun_changelist")
+
+
+@pytest.fixture(autouse=True)
+def _roles(transactional_db):
+    roles_create()
+
+
+@pytest.fixture
+def runs(alice):
+    session = ChatSessionFactory(owner=alice, session_id="ticket-4711-checkout")
+    return {
+        "happy": happy_run(owner=alice),
+        "retry": evidence_retry_run(owner=alice),
+        "fallback": fallback_run(session=session, question="Is checkout slow because of payments?"),
+        "second": DiagnosisRunFactory(session=session, question="Checkout is still slow after the restart"),
+        "pending": DiagnosisRunFactory(session__owner=alice, question="Why are refunds stuck?"),
+        "zh": DiagnosisRunFactory(session__owner=alice, question="为什么支付服务的数据库连接池耗尽了？"),
+    }
+
+
+def listed(client, query: str) -> set[str]:
+    response = client.get(LIST + query)
+    assert response.status_code == 200, response
+    return {run.run_id for run in response.context["cl"].result_list}
+
+
+def opens(client, query: str) -> str:
+    response = client.get(LIST + query)
+    assert response.status_code == 302, response
+    return response["Location"]
+
+
+def detail_url(run) -> str:
+    return reverse("admin:diagnosis_diagnosisrun_change", args=[run.pk])
+
+
+def test_a_whole_run_id_opens_the_run(staff_client, runs):
+    assert opens(staff_client, f"?q={runs['retry'].run_id}") == detail_url(runs["retry"])
+
+
+@pytest.mark.parametrize("length", [8, 12, 20])
+def test_a_run_id_prefix_opens_the_run(staff_client, runs, length):
+    assert opens(staff_client, f"?q={runs['retry'].run_id[:length]}") == detail_url(runs["retry"])
+
+
+def test_an_invocation_id_whole_or_prefix_opens_its_run(staff_client, runs):
+    invocation_id = runs["retry"].tool_invocations.first().invocation_id
+    assert opens(staff_client, f"?q={invocation_id}") == detail_url(runs["retry"])
+    # a prefix matching invocations of several runs lists them instead
+    assert runs_lookup(DiagnosisRun.objects.all(), invocation_id[:8]).kind == "invocation"
+
+
+def test_a_session_id_lists_its_runs_and_a_prefix_does_too(staff_client, runs):
+    expected = {runs["fallback"].run_id, runs["second"].run_id}
+    assert listed(staff_client, "?q=ticket-4711-checkout") == expected
+    assert listed(staff_client, "?q=ticket-4711") == expected
+    single = ChatSessionFactory(owner=runs["happy"].session.owner, session_id="ticket-5000-refunds")
+    DiagnosisRun.objects.filter(pk=runs["happy"].pk).update(session=single)
+    assert opens(staff_client, "?q=ticket-5000-refunds") == detail_url(runs["happy"])
+
+
+def test_an_unknown_id_finds_nothing_and_does_not_fall_back_to_the_text(staff_client, runs):
+    assert listed(staff_client, "?q=run-ffffffff") == set()
+    assert listed(staff_client, "?q=inv-00000000") == set()
+
+
+def test_the_id_lookup_is_one_indexed_prefix_query_without_a_substring_search(staff_client, runs):
+    prefix = runs["retry"].run_id[:12]
+    with CaptureQueriesContext(connection) as ctx:
+        staff_client.get(LIST + f"?q={prefix}")
+    lookups = [q["sql"] for q in ctx.captured_queries if prefix in q["sql"] or "%s" in q["sql"]]
+    run_queries = [q["sql"] for q in ctx.captured_queries if "diagnosis_run" in q["sql"] and prefix in q["sql"]]
+    assert len(run_queries) == 1, lookups
+    sql = run_queries[0].upper()
+    assert "QUESTION" not in sql.split("WHERE", 1)[1]
+    assert f"%{prefix.upper()}" not in sql  # no leading wildcard
+
+
+@pytest.mark.parametrize("term, expected", [
+    ("checkout slow", {"fallback", "second"}),
+    ("refunds", {"pending"}),
+    ("Refunds stuck", {"pending"}),
+    ("payments checkout", {"fallback"}),
+    ("数据库连接池", {"zh"}),
+    ("nothing-like-this", set()),
+])
+def test_question_words_are_found_by_full_text_search(staff_client, runs, term, expected):
+    assert listed(staff_client, f"?q={term}") == {runs[name].run_id for name in expected}
+
+
+def test_the_text_search_uses_the_full_text_index(runs):
+    lookup = runs_lookup(DiagnosisRun.objects.all(), "checkout slow")
+    sql = str(lookup.queryset.query).upper()
+    if connection.vendor == "sqlite":
+        assert lookup.kind == "text" and "DIAGNOSIS_RUN_FTS MATCH" in sql
+    elif connection.vendor == "mysql":
+        assert lookup.kind == "text" and "MATCH (FT.QUESTION) AGAINST" in sql
+    assert "LIKE" not in sql
+
+
+def test_what_the_index_cannot_answer_is_a_bounded_scan(runs):
+    lookup = runs_lookup(DiagnosisRun.objects.all(), "支付")  # two characters: below the trigram size
+    assert lookup.kind == "scan"
+    assert {r.run_id for r in lookup.queryset} == {runs["zh"].run_id}
+    assert f"> {max(DiagnosisRun.objects.values_list('id', flat=True)) - SCAN_ROWS}" in str(lookup.queryset.query)
+
+
+def test_the_full_text_index_follows_updates_and_deletes(staff_client, runs):
+    DiagnosisRun.objects.filter(pk=runs["pending"].pk).update(question="Why are chargebacks stuck?")
+    assert listed(staff_client, "?q=refunds") == set()
+    assert listed(staff_client, "?q=chargebacks") == {runs["pending"].run_id}
+    runs["pending"].delete()
+    assert listed(staff_client, "?q=chargebacks") == set()
+
+
+@pytest.mark.parametrize("query, expected", [
+    ("?tool=query_logs", {"happy", "retry", "fallback"}),
+    ("?tool=query_metrics", {"retry"}),
+    ("?tool=query_alerts", set()),
+    ("?error_code=model_connection_error", {"pending"}),
+    ("?model=gpt-4o-mini", {"happy", "retry", "fallback"}),
+    ("?latency=10000-", {"retry"}),
+    ("?latency=5000-6000", {"happy"}),
+    ("?latency=-100", {"pending", "second", "zh"}),
+    ("?tokens=5000-6000", {"retry"}),
+    ("?tokens=1-", {"happy", "retry", "fallback"}),
+])
+def test_it_filters_by_tool_error_code_model_latency_and_tokens(staff_client, runs, query, expected):
+    DiagnosisRun.objects.filter(pk=runs["pending"].pk).update(error_code="model_connection_error", duration_ms=40)
+    DiagnosisRun.objects.filter(pk__in=[runs["second"].pk, runs["zh"].pk]).update(duration_ms=90)
+    assert listed(staff_client, query) == {runs[name].run_id for name in expected}
+
+
+def test_a_bad_range_is_refused_not_a_crash(staff_client, runs):
+    response = staff_client.get(LIST + "?latency=abc")
+    assert response.status_code in (200, 302)
+    assert response.status_code == 302 and "e=1" in response["Location"]
