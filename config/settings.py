@@ -169,7 +169,24 @@ DIAGNOSIS_MAX_SECONDS = env_int("DIAGNOSIS_MAX_SECONDS", 300, minimum=5)
 TOOL_RESULT_MAX_BYTES = env_int("TOOL_RESULT_MAX_BYTES", 1_000_000, minimum=1000)
 CHAT_MAX_QUESTION_CHARS = env_int("CHAT_MAX_QUESTION_CHARS", 4000, minimum=10, maximum=100_000)
 CHAT_WAIT_SECONDS = env_float("CHAT_WAIT_SECONDS", 60.0, minimum=0, maximum=600)
-RUN_LEASE_SECONDS = env_int("RUN_LEASE_SECONDS", 120, minimum=10)
+# The lease of an executing run (docs/RELIABILITY.md, "Leases, fencing and reaping"). A ticker renews it every
+# lease/4 while the run executes; a run whose heartbeat is older than the lease is reaped. It must outlast one
+# model call's worst case (every attempt's connect + read timeout, plus the capped backoff between them),
+# so that even a worker whose ticker stalled is never reaped in the middle of a call.
+LLM_BACKOFF_CAP_SECONDS = 2.0  # diagnosis.llm.openai_model.OpenAIChatModel.backoff_cap
+LLM_CALL_WORST_SECONDS = (LLM_MAX_RETRIES + 1) * (LLM_CONNECT_TIMEOUT + LLM_READ_TIMEOUT) + LLM_MAX_RETRIES * LLM_BACKOFF_CAP_SECONDS
+RUN_LEASE_SECONDS = env_int("RUN_LEASE_SECONDS", max(60, int(LLM_CALL_WORST_SECONDS * 1.25) + 10), minimum=10)
+if RUN_LEASE_SECONDS < LLM_CALL_WORST_SECONDS:
+    raise ImproperlyConfigured(
+        f"RUN_LEASE_SECONDS={RUN_LEASE_SECONDS} is shorter than one model call's worst case, "
+        f"{LLM_CALL_WORST_SECONDS:g}s = (LLM_MAX_RETRIES {LLM_MAX_RETRIES} + 1) x (LLM_CONNECT_TIMEOUT {LLM_CONNECT_TIMEOUT:g} "
+        f"+ LLM_READ_TIMEOUT {LLM_READ_TIMEOUT:g}) + {LLM_MAX_RETRIES} x {LLM_BACKOFF_CAP_SECONDS:g}s backoff: "
+        "raise RUN_LEASE_SECONDS or lower the model timeouts."
+    )
+# Every worker runs the reaper on this timer (one at a time, under a database lock); beat is optional.
+RUN_REAPER_INTERVAL_SECONDS = env_float("RUN_REAPER_INTERVAL_SECONDS", max(5.0, RUN_LEASE_SECONDS / 4), minimum=1, maximum=3600)
+# A PENDING run older than this is published again once; still PENDING one deadline later, it is FAILED queue_lost.
+RUN_QUEUE_DEADLINE_SECONDS = env_int("RUN_QUEUE_DEADLINE_SECONDS", 900, minimum=10)
 CHAT_MAX_ACTIVE_RUNS = env_int("CHAT_MAX_ACTIVE_RUNS", 5, minimum=1, maximum=1000)
 CHAT_THROTTLE_RATE = env_str("CHAT_THROTTLE_RATE", "60/min")
 
@@ -234,9 +251,10 @@ SECURE_CONTENT_TYPE_NOSNIFF = True
 X_FRAME_OPTIONS = "DENY"
 SESSION_COOKIE_HTTPONLY = True
 
-# --- The reaper (celery beat) -------------------------------------------------------------------------
-# Every half lease, RUNNING runs whose heartbeat is older than RUN_LEASE_SECONDS become FAILED (worker_lost).
-# A message not consumed within one period expires, so a stopped maintenance worker leaves no backlog.
+# --- The reaper ------------------------------------------------------------------------------------------
+# Every worker runs it on a timer (RUN_REAPER_INTERVAL_SECONDS, diagnosis/worker.py). Beat is optional: it
+# sends the same task every half lease, and the reaper's database lock makes one pass at a time, so beat
+# may run on every node. A message not consumed within one period expires, leaving no backlog.
 CELERY_BEAT_SCHEDULE = {
     "reap-stale-runs": {
         "task": "diagnosis.tasks.reap_stale_runs",

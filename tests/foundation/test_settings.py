@@ -202,3 +202,19 @@ def test_the_deploy_check_passes_with_production_variables():
     )
     assert result.returncode == 0, result.stderr + result.stdout
     assert "no issues" in result.stdout
+
+
+def test_the_lease_default_outlasts_one_model_calls_worst_case(monkeypatch):
+    s = load(monkeypatch)
+    assert s["LLM_CALL_WORST_SECONDS"] == 3 * (5 + 60) + 2 * 2  # 3 attempts x (connect + read) + 2 capped backoffs
+    assert s["RUN_LEASE_SECONDS"] >= s["LLM_CALL_WORST_SECONDS"]
+    slow = load(monkeypatch, LLM_READ_TIMEOUT="300")
+    assert slow["RUN_LEASE_SECONDS"] >= slow["LLM_CALL_WORST_SECONDS"] == 3 * 305 + 4
+    assert s["RUN_REAPER_INTERVAL_SECONDS"] <= s["RUN_LEASE_SECONDS"] / 3
+
+
+def test_a_lease_shorter_than_one_model_call_is_refused_at_start_up(monkeypatch):
+    with pytest.raises(ImproperlyConfigured, match=r"RUN_LEASE_SECONDS=120 is shorter than one model call's worst case, 199s"):
+        load(monkeypatch, RUN_LEASE_SECONDS="120")
+    assert load(monkeypatch, RUN_LEASE_SECONDS="10", LLM_CONNECT_TIMEOUT="1", LLM_READ_TIMEOUT="8",
+                LLM_MAX_RETRIES="0")["RUN_LEASE_SECONDS"] == 10
