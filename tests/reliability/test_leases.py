@@ -11,8 +11,10 @@ import re
 import signal
 import subprocess
 import time
+from contextlib import contextmanager
 
 import pytest
+import redis
 
 from diagnosis.models import AgentStep, DiagnosisRun, MaintenanceLock, RunEvent, ToolInvocation
 from tests.reliability.crash_worker_settings import MAINTENANCE_QUEUE, RUNS_QUEUE
@@ -161,3 +163,55 @@ def test_a_killed_worker_without_beat_ends_failed_within_lease_and_reaper_period
     assert run.orchestration_trace["termination_reason"] == "verifier_interrupted"
     print(f"\nwhole worker SIGKILLed, no beat: FAILED worker_lost {ended_after:.1f}s after the kill by the other "
           f"worker's reaper timer (lease {LEASE}s, every {REAPER_EVERY}s); {len(steps_at_kill)} steps kept")
+
+
+@contextmanager
+def own_redis(port: int, tmp_path):
+    """A redis-server of this test's own on `port`, without persistence: a restart starts it empty."""
+    proc = subprocess.Popen(["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+                             "--dir", str(tmp_path)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    client = redis.Redis(port=port)
+    try:
+        wait_for(lambda: _pings(client), 20, "redis-server to start")
+        yield proc
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=10)
+
+
+def _pings(client) -> bool:
+    try:
+        return client.ping()
+    except redis.ConnectionError:
+        return False
+
+
+def test_the_broker_restarts_empty_with_queued_runs_and_every_run_ends(fake_openai, tmp_path):
+    from diagnosis.tasks import execute_run
+    from tests.reliability.conftest import broker_at, closed_port
+
+    script_happy(fake_openai)
+    port = closed_port()
+    url = f"redis://127.0.0.1:{port}/0"
+    runs = [new_run() for _ in range(4)]
+    with own_redis(port, tmp_path):
+        with broker_at(url):
+            for run in runs:
+                execute_run.apply_async(args=[run.run_id], queue=RUNS_QUEUE)
+        assert redis.Redis(port=port).llen(RUNS_QUEUE) == 4  # queued; no worker has taken them yet
+    restarted = time.monotonic()
+    with own_redis(port, tmp_path):  # the same broker back, empty: the 4 messages are gone
+        assert redis.Redis(port=port).llen(RUNS_QUEUE) == 0
+        env = lease_env(fake_openai, REDIS_URL=url, RUN_QUEUE_DEADLINE_SECONDS="10")
+        with celery_worker(name="broker-restart", queues=QUEUES, extra_env=env, log_path=tmp_path / "w.log"):
+            wait_for(lambda: DiagnosisRun.objects.filter(pk__in=[r.pk for r in runs], status__in=DiagnosisRun.TERMINAL).count() == 4,
+                     10 + 2 * REAPER_EVERY + 90, "every run to end")
+            ended_after = time.monotonic() - restarted
+    final = list(DiagnosisRun.objects.filter(pk__in=[r.pk for r in runs]).values_list("status", "requeued_at"))
+    assert [status for status, _ in final] == [S.SUCCESS] * 4
+    assert all(requeued is not None for _, requeued in final)  # each published again once by the reaper
+    for run in runs:
+        assert_one_execution(run)
+    print(f"\nbroker restarted empty with 4 runs queued: all 4 re-queued after the 10s queue deadline by the worker's "
+          f"reaper timer and ended SUCCESS {ended_after:.1f}s after the restart; 0 left PENDING, 0 executed twice")
