@@ -137,7 +137,7 @@ def test_a_pending_run_past_the_queue_deadline_is_requeued_once_then_failed_queu
     assert RunEvent.objects.filter(run=lost, kind="status", data__errorCode="queue_lost").count() == 1
 
 
-def test_a_requeued_run_is_executed_when_a_worker_takes_it(make_run, settings, demo_knowledge):
+def test_a_requeued_run_is_executed_when_a_worker_takes_it(make_run, settings, demo_knowledge, eager_tasks):
     settings.RUN_QUEUE_DEADLINE_SECONDS = 60
     run = make_run("Why is payment-service failing?")
     age(run, created_at=61)
