@@ -51,6 +51,8 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    # Last, so it sees the views' exceptions first: /api/ answers JSON even for an outage or a bug.
+    "diagnosis.api.errors.ApiErrorMiddleware",
 ]
 
 ROOT_URLCONF = "config.urls"

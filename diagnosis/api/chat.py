@@ -17,7 +17,7 @@ from rest_framework.throttling import UserRateThrottle
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from diagnosis.api.errors import ApiError, error_response
+from diagnosis.api.errors import ApiError, error_response, parse_bounded_int
 from diagnosis.ids import is_valid_run_id
 from diagnosis.models import DiagnosisRun
 from diagnosis.selectors import run_events_after, run_get_for_user, run_status
@@ -202,9 +202,8 @@ class RunEventsView(APIView):
     def get(self, request, run_id: str):
         run = _run_or_404(request, run_id)
         last = request.headers.get("Last-Event-ID") or request.query_params.get("lastEventId") or "0"
-        if not (last.isascii() and last.isdigit()):  # str.isdigit() also accepts "²", which int() refuses
-            raise ApiError(code="invalid_input", message="Last-Event-ID must be a non-negative integer", field="Last-Event-ID")
-        response = StreamingHttpResponse(event_stream(run, int(last)), content_type="text/event-stream")
+        last = parse_bounded_int(last, field="Last-Event-ID", default=0, max_digits=64)
+        response = StreamingHttpResponse(event_stream(run, last), content_type="text/event-stream")
         response["Cache-Control"] = "no-cache"
         response["X-Accel-Buffering"] = "no"
         return response
