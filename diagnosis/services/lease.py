@@ -89,6 +89,7 @@ class RunLease:
                     return
                 except Exception:  # a database blip: the next tick tries again, the lease has 3 more ticks of margin
                     logger.exception("run %s: could not renew the lease", self.run_id)
+                    connection.close()  # reconnect on the next tick
         finally:
             connection.close()  # this thread's own connection
 
