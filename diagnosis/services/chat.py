@@ -111,7 +111,8 @@ def active_runs_q() -> Q:
     Status = DiagnosisRun.Status
     queued = Q(status=Status.PENDING, requeued_at__isnull=True,
                created_at__gte=now - timedelta(seconds=settings.RUN_QUEUE_DEADLINE_SECONDS))
-    live = Q(status=Status.RUNNING, heartbeat_at__gte=now - timedelta(seconds=settings.RUN_LEASE_SECONDS))
+    lease_cutoff = now - timedelta(seconds=settings.RUN_LEASE_SECONDS)
+    live = Q(status=Status.RUNNING) & (Q(heartbeat_at__gte=lease_cutoff) | Q(heartbeat_at__isnull=True, created_at__gte=lease_cutoff))
     return queued | live
 
 
