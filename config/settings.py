@@ -39,6 +39,7 @@ INSTALLED_APPS = [
     "rest_framework.authtoken",
     "drf_spectacular",
     "drf_spectacular_sidecar",
+    "axes",
     "diagnosis",
     "traces",
 ]
@@ -53,7 +54,19 @@ MIDDLEWARE = [
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     # Last, so it sees the views' exceptions first: /api/ answers JSON even for an outage or a bug.
     "diagnosis.api.errors.ApiErrorMiddleware",
+    "axes.middleware.AxesMiddleware",  # answers a locked-out console login
 ]
+
+# Console logins are throttled per user name and per client address (django-axes, diagnosis/login_throttle.py).
+AUTHENTICATION_BACKENDS = [
+    "diagnosis.login_throttle.LoginThrottleBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
+AXES_FAILURE_LIMIT = env_int("AXES_FAILURE_LIMIT", 5, minimum=1, maximum=1000)
+AXES_COOLOFF_TIME = env_float("AXES_COOLOFF_MINUTES", 15.0, minimum=0.1) / 60  # hours
+AXES_LOCKOUT_PARAMETERS = ["username", "ip_address"]  # each one on its own: a user from anywhere, an address for anyone
+AXES_RESET_ON_SUCCESS = True
+AXES_VERBOSE = False
 
 ROOT_URLCONF = "config.urls"
 WSGI_APPLICATION = "config.wsgi.application"
