@@ -1,5 +1,7 @@
-"""Settings, driven by the environment. With no environment at all this is the embedded default:
-SQLite in var/, eager Celery, locmem cache, DEBUG on, the offline model and the demo telemetry."""
+"""Settings, driven by the environment. DEBUG is off unless DJANGO_DEBUG=true says otherwise (`make run`
+and the test suite do); with DEBUG off, DJANGO_SECRET_KEY and ALLOWED_HOSTS are required. The rest
+defaults to the embedded setup: SQLite in var/, eager Celery, locmem cache, the offline model and the
+demo telemetry."""
 
 from __future__ import annotations
 
@@ -15,12 +17,13 @@ from config.env import (
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = BASE_DIR / "var"
 
-DEBUG = env_bool("DJANGO_DEBUG", True)
+DEBUG = env_bool("DJANGO_DEBUG", False)  # fail closed: a forgotten variable never serves debug pages
 
 SECRET_KEY = env_str("DJANGO_SECRET_KEY")
 if SECRET_KEY is None:
     if not DEBUG:
-        raise ImproperlyConfigured("DJANGO_SECRET_KEY is required when DJANGO_DEBUG is false.")
+        raise ImproperlyConfigured("DJANGO_SECRET_KEY is required when DJANGO_DEBUG is false (the default); "
+                                   "set it, or DJANGO_DEBUG=true for local development only.")
     SECRET_KEY = "embedded-default-only-not-for-production-6f1c9a2b7d3e4f5a8b9c0d1e2f3a4b5c"
 
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]", "testserver"] if DEBUG else [])
