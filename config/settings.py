@@ -93,6 +93,15 @@ TEMPLATES = [
 # --- Database -------------------------------------------------------------------------------
 DATABASE_URL = env_str("DATABASE_URL", "sqlite:///var/db.sqlite3")
 DATABASES = {"default": parse_database_url(DATABASE_URL, base_dir=BASE_DIR)}
+# Connections (docs/RELIABILITY.md, "Database connections"): a connection lives for at most
+# DATABASE_CONN_MAX_AGE seconds and is reused by the thread that opened it, after a health check when a
+# request or task starts, so a database restart costs one failed request, not a stale pool. The number
+# open is bounded by the threads that use the database: web worker threads + per worker process one for
+# the run and one for its lease ticker + one reaper timer per worker. The development server starts a
+# thread per request, which would leave persistent connections behind: with DEBUG the default is 0
+# (closed at the end of each request and task).
+DATABASES["default"]["CONN_MAX_AGE"] = env_int("DATABASE_CONN_MAX_AGE", 0 if DEBUG else 60, minimum=0, maximum=3600)
+DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
 if DATABASES["default"]["ENGINE"].endswith("sqlite3"):
     Path(DATABASES["default"]["NAME"]).parent.mkdir(parents=True, exist_ok=True)
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"

@@ -13,6 +13,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from diagnosis.models import CaseLibraryEntry, DiagnosisRun, ToolInvocation
+from diagnosis.redaction import redact_text
 
 Feedback = DiagnosisRun.Feedback
 SUMMARY_MAX_CHARS = 500
@@ -89,6 +90,7 @@ def run_feedback_give(*, user, run: DiagnosisRun, feedback: str, comment: str = 
     feedback = Feedback(feedback)
     if len(comment) > COMMENT_MAX_CHARS:
         raise ValueError(f"comment is longer than {COMMENT_MAX_CHARS} characters")
+    comment = redact_text(comment)  # free text from a user: secrets are masked before it is stored
     now = timezone.now()
     # Conditional UPDATE of the feedback columns only: the status is neither read-modified-written
     # nor changed, and a run that is not finished (even after a concurrent move) is refused.
