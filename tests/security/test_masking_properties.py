@@ -5,6 +5,7 @@ and every free text a user supplies is masked before it is stored."""
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 from hypothesis import assume, given, settings
@@ -12,6 +13,7 @@ from hypothesis import strategies as st
 
 from diagnosis.redaction import redact_text, redact_value
 
+MARKER = re.compile(r"\[REDACTED:[a-z_]+\]")
 SECRET = st.text(alphabet="ABCDEFGHJKLMNPQRSTUVWXYZabcdefghijkmnopqrstuvwxyz23456789", min_size=12, max_size=40)
 CASED = st.sampled_from([str.lower, str.upper, str.title, lambda k: k])
 
@@ -68,6 +70,7 @@ AROUND = st.text(alphabet=st.characters(codec="utf-8", exclude_categories=("Cs",
 def test_a_secret_in_any_format_never_survives_plain_or_json_escaped(secret, prefix, suffix, escaping):
     text, value = secret
     assume(value not in prefix and value not in suffix)
+    assume(value not in text.replace(value, "\x00"))  # e.g. a drawn "authorizatio" inside "authorization:"
     assume(not prefix[-1:].isalnum() and not suffix[:1].isalnum())  # a secret glued to a word is another token
     line = f"{prefix} {text} {suffix}"
     if escaping == "plain":
@@ -78,7 +81,7 @@ def test_a_secret_in_any_format_never_survives_plain_or_json_escaped(secret, pre
         out = redact_text(json.dumps({"content": json.dumps({"message": line})}))
     else:
         out = json.dumps(redact_value({"records": [{"message": line}]}))
-    assert value not in out, (escaping, line, out)
+    assert value not in MARKER.sub("", out), (escaping, line, out)
 
 
 @pytest.mark.django_db
