@@ -2,11 +2,12 @@
 
 A claim draws a token (`run_claim`). While the worker executes the run:
 
-- every write for the run (agent step, tool invocation, progress event, result) runs in a transaction
-  that first renews the heartbeat with `UPDATE ... WHERE status = RUNNING AND claim_token = <token>`.
-  The UPDATE locks the run row, so it serialises with the reaper (which locks the row before it
-  decides): either the write lands and the run is fresh, or the run was reaped first, the UPDATE
-  matches no row, and the write is refused with `LeaseLost`;
+- every write for the run (agent step, tool invocation, progress event) runs in a transaction that
+  first locks the run row with `SELECT ... FOR UPDATE WHERE status = RUNNING AND claim_token = <token>`;
+  heartbeats (after every node, and from the ticker) and the result are conditional UPDATEs on the same
+  condition. Either locks the row, so it serialises with the reaper (which locks the row before it
+  decides): either the write lands while the run is RUNNING under this token, or the run was reaped
+  first, the statement matches no row, and the write is refused with `LeaseLost`;
 - a ticker thread renews the heartbeat the same way every lease/4, so a model or tool call that lasts
   longer than the lease keeps its run alive. It is fenced too: once the run is reaped it stops.
 
@@ -56,11 +57,25 @@ class RunLease:
             current = DiagnosisRun.objects.filter(run_id=self.run_id).values_list("status", flat=True).first()
             raise LeaseLost(self.run_id, current)
 
+    def hold(self) -> None:
+        """Inside a transaction: lock the run row (SELECT ... FOR UPDATE, no write) if it is still RUNNING
+        under this token; LeaseLost otherwise. Cheaper than `fence` for the many small writes of a run:
+        the ticker and the node boundaries keep the heartbeat fresh."""
+        if self.lost:
+            raise LeaseLost(self.run_id)
+        held = DiagnosisRun.objects.select_for_update().filter(
+            run_id=self.run_id, status=Status.RUNNING, claim_token=self.token).values_list("pk", flat=True).first()
+        if held is None:
+            self.lost = True
+            current = DiagnosisRun.objects.filter(run_id=self.run_id).values_list("status", flat=True).first()
+            raise LeaseLost(self.run_id, current)
+
     @contextmanager
     def guarded(self):
-        """A transaction whose writes land only while this worker holds the run."""
+        """A transaction whose writes land only while this worker holds the run: the run row stays locked
+        until they commit, so the reaper (which locks it too) acts either before them or after them."""
         with transaction.atomic():
-            self.fence()
+            self.hold()
             yield
 
     # -- the ticker ----------------------------------------------------------------------------------------
