@@ -3,7 +3,7 @@ PY := .venv/bin/python
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: run test bootstrap worker bench clean
+.PHONY: run test test-explore bootstrap worker bench clean
 
 # DEBUG is off by default; the local development server turns it on explicitly.
 run: export DJANGO_DEBUG = true
@@ -16,6 +16,11 @@ run:
 test:
 	@scripts/bootstrap.sh test
 	$(PY) -m pytest $(PYTEST_ARGS)
+
+# The property tests with a randomised, ten times longer Hypothesis search (CI runs them derandomised).
+test-explore:
+	@scripts/bootstrap.sh test
+	HYPOTHESIS_PROFILE=explore $(PY) -m pytest -q -p no:cacheprovider tests/gatekeeper tests/graph $(PYTEST_ARGS)
 
 worker:
 	@scripts/bootstrap.sh run

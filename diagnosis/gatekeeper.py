@@ -8,22 +8,27 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from functools import lru_cache
 from typing import Any, Protocol
 
 from diagnosis.jsonpath import NOT_FOUND, JsonPathError, Segment, parse, resolve_segments
+from diagnosis.model_text import cap_text, foreign_citations, normalise_model_text
 
 GATEKEEPER_VERSION = "gatekeeper-v1"
 EXECUTOR_EVIDENCE_VERSION = "executor_evidence_v2"
 INVOCATION_SUCCESS = "SUCCESS"
 
-# Minimum excerpt length after whitespace normalisation; CJK characters count double, so 4 CJK
+# Minimum excerpt length after whitespace normalisation; CJK characters count double, so 6 CJK
 # characters pass. The floor keeps a one-character excerpt failing whatever the caller passes.
-DEFAULT_MIN_EXCERPT_CHARS = 8
+DEFAULT_MIN_EXCERPT_CHARS = 12
 MIN_EXCERPT_CHARS_FLOOR = 2
+# The part of every tool result that records what was asked (arguments, query, service, notes
+# about them): the model's own words, never evidence.
+REQUEST_KEY = "request"
+KNOWLEDGE_TOOLS = frozenset({"lookup_knowledge"})
 
 BINDING_FIELDS = ("source_invocation_id", "tool_name", "raw_path", "evidence_excerpt")
 
@@ -48,9 +53,11 @@ class ReasonCode(StrEnum):
     TOOL_MISMATCH = "tool_mismatch"
     INVOCATION_FAILED = "invocation_failed"  # status is ERROR or BLOCKED (anything but SUCCESS)
     PATH_MALFORMED = "path_malformed"  # raw_path is outside the supported JSONPath subset
+    PATH_NOT_EVIDENCE = "path_not_evidence"  # raw_path points into the result's `request` (an echo)
     PATH_NOT_FOUND = "path_not_found"
     EXCERPT_TOO_SHORT = "excerpt_too_short"
-    EXCERPT_MISMATCH = "excerpt_mismatch"
+    EXCERPT_ECHOES_INPUT = "excerpt_echoes_input"  # it occurs in the question, a tool argument or a prompt
+    EXCERPT_MISMATCH = "excerpt_mismatch"  # not in the cited value, or not on token boundaries
 
 
 class ClaimReason(StrEnum):
@@ -60,6 +67,9 @@ class ClaimReason(StrEnum):
     # not an object; claim_id or statement not a non-empty string; evidence not a list
     MALFORMED_CLAIM = "malformed_claim"
     DUPLICATE_CLAIM_ID = "duplicate_claim_id"  # a later claim reusing an earlier claim_id
+    # the statement carries an id-like token that is not a canonical citation of its own verified
+    # bindings, or repeats a system prompt: it would put unchecked words in front of the reader
+    STATEMENT_NOT_ALLOWED = "statement_not_allowed"
 
 
 class OutcomeReason(StrEnum):
@@ -69,6 +79,7 @@ class OutcomeReason(StrEnum):
     SOME_CLAIMS_VERIFIED = "some_claims_verified"
     NO_CLAIM_VERIFIED = "no_claim_verified"
     NO_CLAIMS = "no_claims"
+    KNOWLEDGE_ONLY = "knowledge_only"  # every verified citation is a runbook or a past case: LOW_CONFID at most
     MALFORMED_OUTPUT = "malformed_output"
     UNSUPPORTED_VERSION = "unsupported_version"
 
@@ -247,14 +258,37 @@ def _string_leaves(value: Any) -> Iterable[str]:
             stack.extend(item)
 
 
+_ASCII_WORD = re.compile(r"[0-9A-Za-z]")
+
+
 @lru_cache(maxsize=1024)
 def _excerpt_pattern(needle: str) -> re.Pattern[str]:
     """A normalised excerpt as a regex whose spaces match any whitespace run.
 
     Searching the raw value with it is the same as a substring test on the normalised value, without
     normalising (copying) a multi-megabyte value first. Only literals and ``\\s+``: no backtracking blow-up.
+    An excerpt must begin and end on token boundaries: one that starts (ends) with a letter or digit
+    may not continue a word of the value ("ment-serv" does not match inside "payment-service").
     """
-    return re.compile(r"\s+".join(re.escape(token) for token in needle.split(" ")))
+    body = r"\s+".join(re.escape(token) for token in needle.split(" "))
+    head = r"(?<![0-9A-Za-z])" if needle and _ASCII_WORD.match(needle[0]) else ""
+    tail = r"(?![0-9A-Za-z])" if needle and _ASCII_WORD.match(needle[-1]) else ""
+    return re.compile(head + body + tail)
+
+
+def _echo_key(text: str) -> str:
+    return " ".join(normalise_model_text(text).casefold().split())
+
+
+class EchoSources:
+    """The run's inputs an excerpt may not merely repeat: the question, the tool arguments, the prompts."""
+
+    def __init__(self, texts: Iterable[Any] = ()) -> None:
+        self._texts = [_echo_key(t) for t in texts if isinstance(t, str) and t.strip()]
+
+    def echoes(self, needle: str) -> bool:
+        key = _echo_key(needle)
+        return bool(key) and any(key in text for text in self._texts)
 
 
 class _Haystacks:
@@ -293,9 +327,15 @@ def _is_text(value: Any) -> bool:
     return isinstance(value, str) and value.strip() != ""
 
 
+AUDIT_TEXT_MAX_CHARS = 2000
+
+
 def _audit_value(value: Any) -> Any:
-    """Keep what the executor sent in the audit, but always JSON-serialisable and bounded."""
-    if value is None or isinstance(value, (str, bool, int, float)):
+    """Keep what the executor sent in the audit, but always JSON-serialisable and bounded (a cut
+    string carries a marker saying how much was cut)."""
+    if isinstance(value, str):
+        return cap_text(value, AUDIT_TEXT_MAX_CHARS)
+    if value is None or isinstance(value, (bool, int, float)):
         return value
     try:
         text = json.dumps(value, ensure_ascii=False, default=str)
@@ -333,10 +373,11 @@ def _claim_shape(claim: Any) -> tuple[ClaimReason | None, list[Any]]:
 
 
 class _BindingChecker:
-    def __init__(self, run_id: str, records: Mapping[str, list[Any]], min_chars: int) -> None:
+    def __init__(self, run_id: str, records: Mapping[str, list[Any]], min_chars: int, echoes: EchoSources) -> None:
         self._run_id = run_id
         self._records = records
         self._min_chars = min_chars
+        self._echoes = echoes
         self._haystacks = _Haystacks()
 
     def check(self, binding: Any) -> ReasonCode:
@@ -358,15 +399,26 @@ class _BindingChecker:
             segments = parse(binding["raw_path"])
         except JsonPathError:
             return ReasonCode.PATH_MALFORMED
-        value = resolve_segments(record.result, segments)
+        if segments and segments[0] == REQUEST_KEY:
+            return ReasonCode.PATH_NOT_EVIDENCE
+        value = resolve_segments(observed_part(record.result), segments)
         if value is NOT_FOUND:
             return ReasonCode.PATH_NOT_FOUND
         needle = normalise_whitespace(binding["evidence_excerpt"])
         if excerpt_length(needle) < self._min_chars:
             return ReasonCode.EXCERPT_TOO_SHORT
+        if self._echoes.echoes(needle):
+            return ReasonCode.EXCERPT_ECHOES_INPUT
         if not self._haystacks.contains((invocation_id, segments), value, needle):
             return ReasonCode.EXCERPT_MISMATCH
         return ReasonCode.VERIFIED
+
+
+def observed_part(result: Any) -> Any:
+    """A tool result without its ``request`` part: what citations resolve against."""
+    if isinstance(result, Mapping) and REQUEST_KEY in result:
+        return {k: v for k, v in result.items() if k != REQUEST_KEY}
+    return result
 
 
 def _rejected(run_id: str, reason: OutcomeReason) -> GatekeeperResult:
@@ -393,8 +445,16 @@ def verify_bindings(
     run_id: str,
     lookup: InvocationLookup,
     min_excerpt_chars: int = DEFAULT_MIN_EXCERPT_CHARS,
+    echo_sources: Iterable[Any] = (),
+    statement_echoes: Callable[[str], bool] | None = None,
 ) -> GatekeeperResult:
     """Check every claim citation of an ``executor_evidence_v2`` output against this run's invocations.
+
+    ``echo_sources`` are the run's inputs (question, tool arguments, system prompts): an excerpt
+    occurring in one of them proves nothing and fails with ``excerpt_echoes_input``. A claim whose
+    statement carries an id-like token other than a canonical citation of its own verified bindings,
+    or for which ``statement_echoes`` (the prompt-echo guard) is true, is not verified
+    (``statement_not_allowed``).
 
     Never raises on a malformed executor output (it yields REJECT or failing bindings); errors of
     the lookup itself (the database) propagate to the caller.
@@ -429,7 +489,7 @@ def verify_bindings(
         for b in bindings
         if _well_formed_binding(b)
     }
-    checker = _BindingChecker(run_id, _fetch_records(lookup, wanted), min_chars)
+    checker = _BindingChecker(run_id, _fetch_records(lookup, wanted), min_chars, EchoSources(echo_sources))
 
     audits: list[ClaimAudit] = []
     for claim, problem, bindings in shaped:
@@ -441,14 +501,22 @@ def verify_bindings(
             continue
         binding_audits = tuple(_binding_audit(b, checker.check(b)) for b in bindings)
         verified = any(b.verified for b in binding_audits)
-        if verified:
+        own_ids = {b.source_invocation_id for b in binding_audits if b.verified}
+        if verified and (foreign_citations(claim["statement"], own_ids)
+                         or (statement_echoes is not None and statement_echoes(claim["statement"]))):
+            verified, reason = False, ClaimReason.STATEMENT_NOT_ALLOWED
+        elif verified:
             reason = ClaimReason.VERIFIED
         else:
             reason = ClaimReason.NO_VERIFIED_BINDING if binding_audits else ClaimReason.NO_BINDINGS
         audits.append(ClaimAudit(claim_id, statement, verified, reason, binding_audits))
 
     verified_claims = sum(1 for c in audits if c.verified)
-    if verified_claims == len(audits):
+    verified_tools = {b.tool_name for c in audits for b in c.bindings if b.verified}
+    if verified_claims and verified_tools <= KNOWLEDGE_TOOLS:
+        # Runbooks and past cases are knowledge, not observations of this incident.
+        verdict, outcome = Verdict.LOW_CONFID, OutcomeReason.KNOWLEDGE_ONLY
+    elif verified_claims == len(audits):
         verdict, outcome = Verdict.PASS, OutcomeReason.ALL_CLAIMS_VERIFIED
     elif verified_claims:
         verdict, outcome = Verdict.LOW_CONFID, OutcomeReason.SOME_CLAIMS_VERIFIED
@@ -476,9 +544,12 @@ def _executor_citations(executor_output: Any) -> set[tuple[Any, ...]]:
     for claim in claims if isinstance(claims, (list, tuple)) else []:
         if not isinstance(claim, Mapping) or not isinstance(claim.get("evidence"), (list, tuple)):
             continue
+        # Compared with the audit's own (JSON-serialisable, hashable) form of each value: a claim whose
+        # statement is a list or an object is malformed and never verified, but must not crash here.
+        claim_id, statement = _audit_value(claim.get("claim_id")), _audit_value(claim.get("statement"))
         for b in claim["evidence"]:
             if _well_formed_binding(b):
-                citations.add((claim.get("claim_id"), claim.get("statement"), *(b[name] for name in BINDING_FIELDS)))
+                citations.add((claim_id, statement, *(_audit_value(b[name]) for name in BINDING_FIELDS)))
     return citations
 
 

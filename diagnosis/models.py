@@ -188,11 +188,27 @@ class ToolInvocation(models.Model):
 
 
 class CaseLibraryEntry(models.Model):
+    """A rated run's verified claims as knowledge (SPEC R3): a user's useful rating makes a CANDIDATE,
+    support staff PUBLISH it, and only published cases are retrieved by later diagnoses. The asker's
+    question and the run's answer are never stored here (the two columns stay empty)."""
+
+    class Status(models.TextChoices):
+        CANDIDATE = "CANDIDATE"
+        PUBLISHED = "PUBLISHED"
+
     run = models.OneToOneField(DiagnosisRun, on_delete=models.CASCADE, related_name="case")
     session_id = models.CharField(max_length=64)
-    question = models.TextField()
-    answer = models.TextField()
+    question = models.TextField(blank=True, default="", help_text="Always empty: a case never stores the question.")
+    answer = models.TextField(blank=True, default="", help_text="Always empty: a case never stores the answer.")
     root_cause_summary = models.TextField(blank=True)
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.CANDIDATE, db_index=True)
+    source_run_id = models.CharField(max_length=64, blank=True, default="")
+    claims = models.JSONField(default=list, blank=True,
+                              help_text="The verified claims of the source run, each with its verified excerpts.")
+    published_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    published_at = models.DateTimeField(null=True, blank=True)
     tags = models.JSONField(default=list, blank=True)
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"

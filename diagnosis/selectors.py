@@ -18,3 +18,17 @@ def run_events_after(*, run: DiagnosisRun, after: int, limit: int = 200) -> list
 
 def run_status(*, run_pk: int) -> str | None:
     return DiagnosisRun.objects.filter(pk=run_pk).values_list("status", flat=True).first()
+
+
+def run_suggestions(*, run: DiagnosisRun) -> list[str]:
+    """The served answer's advice that was not checked against evidence (its labelled section)."""
+    evaluation = run.self_evaluation if isinstance(run.self_evaluation, dict) else {}
+    verifier = evaluation.get("verifier_evaluation") if isinstance(evaluation.get("verifier_evaluation"), dict) else {}
+    render = verifier.get("answer_render") if isinstance(verifier.get("answer_render"), dict) else {}
+    suggestions = render.get("suggestions")
+    return [s for s in suggestions if isinstance(s, str)] if isinstance(suggestions, list) else []
+
+
+def run_evidence_checked(*, run: DiagnosisRun) -> bool:
+    """False for SIMPLE answers: no Gatekeeper ran on them."""
+    return run.strategy != DiagnosisRun.Strategy.SIMPLE

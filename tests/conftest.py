@@ -6,6 +6,14 @@ import os
 
 import pytest
 from django.conf import settings
+from hypothesis import settings as hypothesis_settings
+
+# Hypothesis: the suite (and CI) is reproducible: derandomised, no example database, no deadline.
+# `HYPOTHESIS_PROFILE=explore` (`make test-explore`) is the longer randomised search for developers;
+# per-test example counts are multiplied by `tests.support.hypo.examples`.
+hypothesis_settings.register_profile("ci", derandomize=True, database=None, deadline=None, print_blob=True)
+hypothesis_settings.register_profile("explore", derandomize=False, deadline=None, print_blob=True)
+hypothesis_settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 
 REQUIRE_SERVICES = os.environ.get("AIOPS_REQUIRE_SERVICES") == "1"

@@ -411,14 +411,48 @@ class ToolInvocationAdmin(AuditAdmin):
 
 @admin.register(CaseLibraryEntry)
 class CaseLibraryEntryAdmin(AuditAdmin):
-    list_display = ("__str__", "run_link", "session_id", "question_preview", "created_by", "created_at", "updated_at")
+    list_display = ("__str__", "run_link", "status", "session_id", "created_by", "created_at", "updated_at")
     list_select_related = ("run", "created_by")
-    search_fields = ("=run__run_id", "=session_id", "question")
-    search_help_text = "A run id or a session id (exact), or words of the question."
-    list_filter = (("created_at", admin.DateFieldListFilter),)
+    search_fields = ("=run__run_id", "=session_id", "root_cause_summary")
+    search_help_text = "A run id or a session id (exact), or words of the verified claims."
+    list_filter = ("status", ("created_at", admin.DateFieldListFilter))
     ordering = ("-created_at", "-id")
-    fields = ("run_link", "session_id", "question", "answer", "root_cause_summary", "tags", "created_by",
-              "created_at", "updated_at")
+    fields = ("run_link", "status", "session_id", "source_run_id", "claims_pretty", "root_cause_summary", "tags",
+              "created_by", "published_by", "published_at", "created_at", "updated_at")
+    # Publishing is the one write on cases, and only support staff may do it (SPEC R3).
+    actions = ("publish_cases", "withdraw_cases")
+
+    def get_actions(self, request):
+        from diagnosis.services.access import can_publish_cases
+
+        if not can_publish_cases(request.user):
+            return {}
+        return super().get_actions(request)
+
+    @admin.display(description="verified claims (with their excerpts)")
+    def claims_pretty(self, case):
+        return format_html('<pre class="rc-json">{}</pre>', json_html(case.claims))
+
+    def _publish(self, request, queryset, publish: bool):
+        from diagnosis.services.feedback import CasePublishRefused, case_publish
+
+        done = 0
+        try:
+            for case in queryset:
+                case_publish(user=request.user, case=case, publish=publish)
+                done += 1
+        except CasePublishRefused as exc:
+            self.message_user(request, f"Not changed: {exc}.", level="error")
+            return
+        self.message_user(request, f"{done} case(s) {'published' if publish else 'withdrawn to candidate'}.")
+
+    @admin.action(description="Publish the selected cases (later diagnoses will retrieve them)")
+    def publish_cases(self, request, queryset):
+        self._publish(request, queryset, True)
+
+    @admin.action(description="Withdraw the selected cases back to candidates")
+    def withdraw_cases(self, request, queryset):
+        self._publish(request, queryset, False)
 
     def get_queryset(self, request):
         qs = super().get_queryset(request).defer(

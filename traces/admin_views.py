@@ -16,7 +16,7 @@ from django.urls import reverse
 
 from diagnosis.models import DiagnosisRun
 from diagnosis.services.access import can_give_feedback
-from diagnosis.services.feedback import COMMENT_MAX_CHARS, RunNotFinished, run_feedback_give
+from diagnosis.services.feedback import COMMENT_MAX_CHARS, NotRateableUseful, RunNotFinished, run_feedback_give
 from traces.run_detail import run_detail_build, run_detail_get
 
 RUN_DETAIL_TEMPLATE = "traces/run_detail.html"
@@ -94,11 +94,12 @@ def run_feedback_view(model_admin, request, object_id):
         try:
             given = run_feedback_give(user=request.user, run=run, feedback=form.cleaned_data["feedback"],
                                       comment=form.cleaned_data["comment"])
-        except RunNotFinished as exc:
-            messages.error(request, f"Feedback not saved: {exc}.")
+        except (RunNotFinished, NotRateableUseful) as exc:
+            messages.error(request, f"Feedback not saved: {exc}")
         else:
             label = given.run.get_feedback_display()
             model_admin.log_change(request, run, f"Feedback: {given.run.feedback}")
-            case = " It is now in the case library." if given.case is not None else ""
+            case = (f" Its case is {given.case.get_status_display().lower()}; support staff publish candidates."
+                    if given.case is not None else "")
             messages.success(request, f"Feedback saved: {label}.{case}")
     return HttpResponseRedirect(_detail_url(model_admin, request, run) + "#feedback")

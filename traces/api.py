@@ -14,8 +14,15 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from diagnosis.api.errors import ApiError
-from diagnosis.services.access import can_give_feedback
-from diagnosis.services.feedback import RunNotFinished, run_feedback_give
+from diagnosis.services.access import can_give_feedback, can_publish_cases
+from diagnosis.models import CaseLibraryEntry
+from diagnosis.services.feedback import (
+    CasePublishRefused,
+    NotRateableUseful,
+    RunNotFinished,
+    case_publish,
+    run_feedback_give,
+)
 from traces import selectors
 from traces import serializers as s
 
@@ -105,4 +112,25 @@ class FeedbackApi(APIView):
             given = run_feedback_give(user=request.user, run=run, feedback=data["feedback"], comment=data["comment"] or "")
         except RunNotFinished as exc:
             raise ApiError(code=exc.code, message=str(exc), status_code=409) from None
+        except NotRateableUseful as exc:
+            raise ApiError(code=exc.code, message=str(exc), status_code=400, field="feedback") from None
         return Response(s.FeedbackOutputSerializer(given).data)
+
+
+class CasePublishApi(APIView):
+    """POST /api/cases/{runId}/publish: support staff publish a candidate case (or withdraw it)."""
+
+    @extend_schema(request=s.CasePublishInputSerializer, responses=s.CaseOutputSerializer)
+    def post(self, request, run_id: str):
+        # Refused before any lookup: a caller who may not publish learns nothing about which cases exist.
+        if not can_publish_cases(request.user):
+            raise ApiError(code="permission_denied", message="only support staff publish cases", status_code=403)
+        data = _validated(s.CasePublishInputSerializer, request.data)
+        case = CaseLibraryEntry.objects.filter(source_run_id=run_id).select_related("published_by").first()
+        if case is None:
+            raise ApiError(code="not_found", message="no case for this run", status_code=404)
+        try:
+            case = case_publish(user=request.user, case=case, publish=data["publish"])
+        except CasePublishRefused as exc:
+            raise ApiError(code=exc.code, message=str(exc), status_code=403) from None
+        return Response(s.CaseOutputSerializer(case).data)

@@ -34,9 +34,11 @@ REASON_HELP = {
     "tool_mismatch": "the cited tool name is not the tool that was called",
     "invocation_failed": "the cited tool call did not succeed",
     "path_malformed": "raw_path is outside the supported JSONPath subset",
+    "path_not_evidence": "raw_path points into what was asked (the request), not what was observed",
     "path_not_found": "raw_path names nothing in the stored result",
-    "excerpt_too_short": "the excerpt is too short to prove anything",
-    "excerpt_mismatch": "the excerpt is not in the value at raw_path",
+    "excerpt_too_short": "the excerpt is too short to prove anything (under 12 characters)",
+    "excerpt_echoes_input": "the excerpt repeats the question, a tool argument or a system prompt",
+    "excerpt_mismatch": "the excerpt is not in the value at raw_path, or does not start and end on word boundaries",
 }
 
 

@@ -179,5 +179,22 @@ class FeedbackOutputSerializer(serializers.Serializer):
     feedbackAt = serializers.DateTimeField(source="run.feedback_at")
     caseExists = serializers.SerializerMethodField()
 
+    caseStatus = serializers.SerializerMethodField()
+
     def get_caseExists(self, given) -> bool:  # noqa: N802 (wire name)
         return given.case is not None
+
+    def get_caseStatus(self, given) -> str | None:  # noqa: N802 (wire name)
+        return given.case.status if given.case is not None else None
+
+
+class CasePublishInputSerializer(serializers.Serializer):
+    publish = serializers.BooleanField(default=True, help_text="false withdraws a published case back to candidate")
+
+
+class CaseOutputSerializer(serializers.Serializer):
+    runId = serializers.CharField(source="source_run_id")
+    status = serializers.CharField()
+    claims = serializers.ListField(child=serializers.DictField())
+    publishedBy = serializers.CharField(source="published_by.get_username", allow_null=True, default=None)
+    publishedAt = serializers.DateTimeField(source="published_at", allow_null=True)

@@ -6,4 +6,5 @@ urlpatterns = [
     path("diagnosis/<str:session_id>/trace", api.TraceApi.as_view(), name="diagnosis-trace"),
     path("diagnosis/<str:session_id>/runs", api.RunListApi.as_view(), name="diagnosis-run-list"),
     path("feedback", api.FeedbackApi.as_view(), name="feedback"),
+    path("cases/<str:run_id>/publish", api.CasePublishApi.as_view(), name="case-publish"),
 ]

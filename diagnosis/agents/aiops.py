@@ -16,10 +16,14 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Callable, Mapping
 
-from diagnosis.agents.catalog import prompt
+from diagnosis.agents.catalog import prompt, prompt_echoed
+from diagnosis.agents.nodes import run_inputs
 from diagnosis.agents.runtime import AgentContext, fence_tool_output, question_language
+from diagnosis.answer_render import claim_sentence, clean_suggestion, knowledge_only
+from diagnosis.answer_render import text as render_text
 from diagnosis.gatekeeper import EXECUTOR_EVIDENCE_VERSION, ReasonCode, project_verified_input, verify_bindings
 from diagnosis.llm.base import ModelError, ModelInvalidOutputError
+from diagnosis.model_text import foreign_citations, id_like_tokens
 from diagnosis.tools.registry import ALLOWED_TOOLS, BLOCKED, SUCCESS, ToolOutcome, openai_tool_specs
 
 ROLE = "aiops"
@@ -471,6 +475,62 @@ def compose_alert_fallback(*, alerts: list[dict], results: list[TaskResult], rea
     return "\n".join(lines) + "\n"
 
 
+def report_suggestions(markdown: str | None, limit: int = 5) -> list[str]:
+    """The reporter's own prose lines, candidates for the labelled unchecked-suggestions section:
+    tables, headings, emphasis-only lines and any line carrying a citation-like token are left out."""
+    picked = []
+    for line in (markdown or "").splitlines():
+        stripped = line.strip()
+        text = re.sub(r"^(?:[-*+]|\d+[.)])\s+", "", stripped).strip()
+        if len(text) < 12 or stripped.startswith(("|", "#", "_", "**")) or id_like_tokens(text):
+            continue
+        picked.append(text)
+        if len(picked) >= limit:
+            break
+    return picked
+
+
+def render_aiops_report(*, alerts: list[dict], results: list[TaskResult], language: str,
+                        suggestions: list[str]) -> tuple[str, list[dict], list[str]]:
+    """The served report (SPEC R1): the alerts, then per alert only the verified claims of the tasks that
+    analysed it, each with its quoted excerpts and citations, then labelled unchecked suggestions.
+    Returns (markdown, removed audit entries, cited invocation ids)."""
+    analysed = {a for r in results for a in r.task.alert_ids}
+    lines = [_t("alerts_head", language), "", *alert_table(alerts, analysed, language), "", _t("per_alert", language), ""]
+    removed: list[dict] = []
+    cited: list[str] = []
+    names = {a["alert_id"]: _cell(a.get("alertname")) for a in alerts}
+    for result in results:
+        covered = ", ".join(names.get(a, a) for a in result.task.alert_ids) or "-"
+        head = f"**{_cell(result.task.service)}** ({covered})"
+        verified_ids = {str(e.get("source_invocation_id")) for e in result.verified_evidence}
+        claims = list(result.verified_claims)
+        shown = []
+        for claim in claims[:8]:
+            sentence, ids = claim_sentence(claim, language, knowledge=knowledge_only(claim))
+            bad = foreign_citations(sentence, verified_ids)
+            if bad:
+                removed.append({"claim_id": claim.get("claim_id"), "reason": "foreign_citation", "tokens": bad[:5]})
+                continue
+            shown.append(sentence)
+            cited.extend(ids)
+        lines.append(f"- {head}:" if shown else f"- {head}: {_t('nothing_verified', language)}")
+        lines += [f"    - {sentence}" for sentence in shown]
+    missing = [names[a["alert_id"]] for a in alerts if a["alert_id"] not in analysed]
+    if missing:
+        lines.append(f"- {', '.join(missing[:10])}: {_t('not_analysed', language)}")
+    kept: list[str] = []
+    for raw in suggestions:
+        cleaned, why = clean_suggestion(raw, prompt_echoed)
+        if cleaned is None:
+            removed.append({"where": "suggestions", "reason": why})
+        elif cleaned not in kept:
+            kept.append(cleaned)
+    if kept:
+        lines += ["", render_text("suggestions", language)] + [f"- {s}" for s in kept[:5]]
+    return "\n".join(lines) + "\n", removed, sorted(set(cited))
+
+
 def has_alert_table(markdown: str) -> bool:
     return any(line.lstrip().startswith("|") and line.count("|") >= 3 for line in markdown.splitlines())
 
@@ -668,7 +728,8 @@ class AlertSupervisor:
         claims = [_namespaced(claim, task.task_id) for claim in output["evidence"]]
         executor_output = {"version": EXECUTOR_EVIDENCE_VERSION, "summary": output["summary"], "claims": claims,
                            "open_questions": []}
-        gatekeeper = verify_bindings(executor_output=executor_output, run_id=ctx.run_id, lookup=ctx.lookup)
+        gatekeeper = verify_bindings(executor_output=executor_output, run_id=ctx.run_id, lookup=ctx.lookup,
+                                     echo_sources=run_inputs("", ctx.tools.outcomes))
         verified_output, verified_evidence = project_verified_input(executor_output=executor_output, gatekeeper_result=gatekeeper)
         self._event(Node.GATEKEEPER, str(gatekeeper.verdict), str(gatekeeper.reason_code), round=round_no,
                     task_id=task.task_id, claims_verified=gatekeeper.verified_claim_count,
@@ -712,15 +773,21 @@ class AlertSupervisor:
                     break
         if markdown is not None:
             self._event(Node.REPORTER, "COMPLETED", "report_written")
+            # The reporter's text is audited (which of its cited lines would verify) but never served as
+            # is: the server renders the report from the verified task evidence (SPEC R1).
             check = checked(markdown)
             emptied = check.removed and check.statements_verified == 0 and evidence
             if not emptied:
-                text = check.markdown
-                if not has_alert_table(text):
-                    table = [_t("alerts_head", language), "", *alert_table(alerts, set(analysed), language), ""]
-                    text = "\n".join(table) + "\n" + text
+                text, removed, cited = render_aiops_report(alerts=alerts, results=results, language=language,
+                                                           suggestions=report_suggestions(markdown))
                 if self.fault or intake_error:  # the reporter may not say so itself: the run does
                     text = _t("stopped_early", language, reason=self.fault or intake_error) + "\n\n" + text
+                if check.removed:  # say that the reporter cited evidence that did not verify
+                    why = ", ".join(sorted({r for item in check.removed for r in item["reasons"].values()}))
+                    text += "\n" + REMOVED_NOTE["zh" if language == "zh" else "en"].format(n=len(check.removed),
+                                                                                         reasons=why) + "\n"
+                check.markdown, check.cited_invocation_ids = text, cited
+                check.removed = check.removed + [{"rendered": True, **r} for r in removed]
                 self._event(Node.REPORT_CHECK, "PASS" if not check.removed else "STATEMENTS_REMOVED", "report_checked",
                             statements_verified=check.statements_verified, statements_removed=len(check.removed))
                 return text, check, None  # an earlier planner fault still marks the run degraded (see run())

@@ -8,6 +8,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
+from diagnosis.model_text import normalise_model_text
+
 PROMPTS_DIR = Path(__file__).resolve().parent / "prompts"
 HEADER_RE = re.compile(r"^<!-- prompt: (?P<role>[a-z_]+) (?P<version>v\d+) -->$")
 
@@ -58,13 +60,17 @@ PROMPT_ECHO_MIN_CHARS = 40  # shorter prompt lines ("Rules:") are too generic to
 
 @lru_cache(maxsize=1)
 def _prompt_lines() -> tuple[str, ...]:
-    lines = {" ".join(line.split()) for p in load_catalog().values() for line in p.text.splitlines()}
+    lines = {" ".join(normalise_model_text(line).split()) for p in load_catalog().values() for line in p.text.splitlines()}
     return tuple(sorted(line for line in lines if len(line) >= PROMPT_ECHO_MIN_CHARS))
 
 
 def prompt_echoed(text: str) -> bool:
-    """True when `text` repeats a prompt header or a line of any system prompt (whitespace-normalised)."""
-    flat = " ".join((text or "").split())
+    """True when `text` repeats a prompt header or a line of any system prompt.
+
+    Both sides go through `normalise_model_text` first (NFKC, no zero-width or other format
+    characters, hyphen look-alikes folded), then whitespace is collapsed.
+    """
+    flat = " ".join(normalise_model_text(text or "").split())
     return "<!-- prompt:" in flat or any(line in flat for line in _prompt_lines())
 
 

@@ -11,8 +11,9 @@ import json
 import re
 from typing import Any, Mapping
 
-from diagnosis.agents.catalog import prompt, prompt_echoed
+from diagnosis.agents.catalog import load_catalog, prompt, prompt_echoed
 from diagnosis.agents.runtime import AgentContext, fence_tool_output, question_language
+from diagnosis.answer_render import ANSWER_PLAN_VERSION, render_answer, validate_answer_plan
 from diagnosis.gatekeeper import project_verified_input, verify_bindings
 from diagnosis.graph.state import NodeName as N
 from diagnosis.graph.state import NodeStatus as S
@@ -20,7 +21,6 @@ from diagnosis.graph.state import PlannerMode
 from diagnosis.graph.state import StateKey as K
 from diagnosis.graph.topology import DiagnosisNodes
 from diagnosis.llm.base import ModelError, ModelInvalidOutputError
-from diagnosis.redaction import redact_text
 from diagnosis.tools.registry import ALLOWED_TOOLS, BLOCKED, openai_tool_specs
 
 INVOCATION_REF_RE = re.compile(r"\binv-[0-9a-f]{8}\b")
@@ -102,19 +102,30 @@ def validate_verifier(output: Any) -> dict:
     }
 
 
-def validate_composition(output: Any, verified_ids: set[str]) -> dict:
-    if not isinstance(output, dict) or not isinstance(output.get("answer_markdown"), str) or not output["answer_markdown"].strip():
-        raise _invalid("composer output needs a non-empty 'answer_markdown'", "answer_markdown")
-    answer = output["answer_markdown"]
-    if prompt_echoed(answer):
-        raise _invalid("the answer repeats the system prompt", "answer_markdown")
-    # A secret the model saw nowhere (inputs are redacted) can still be written: never store or show it.
-    answer = redact_text(answer)
-    cited = set(INVOCATION_REF_RE.findall(answer))
-    unverified = sorted(cited - verified_ids)
-    if unverified:
-        raise _invalid(f"the answer cites invocations that carry no verified evidence: {', '.join(unverified)}", "answer_markdown")
-    return {"answer_markdown": answer, "cited_invocation_ids": sorted(cited)}
+def validate_composition(output: Any) -> dict:
+    """The composer's ``answer_plan_v1`` (which verified claims go where, next steps); never Markdown."""
+    try:
+        return validate_answer_plan(output)
+    except ValueError as exc:
+        raise _invalid(str(exc), "version") from None
+
+
+def compose_answer(*, plan: Mapping[str, Any], verified_output: Mapping[str, Any] | None, verdict: str | None,
+                   language: str, verifier: Mapping[str, Any] | None = None, offline: bool = False,
+                   failed_tools=()) -> dict:
+    """Render the answer on the server from the verified claims the plan names (SPEC R1)."""
+    claims = [c for c in (verified_output or {}).get("claims") or [] if isinstance(c, Mapping)]
+    unsupported = {str(c.get("claim_id")) for c in (verifier or {}).get("claim_checks") or []
+                   if isinstance(c, Mapping) and c.get("supported") is False}
+    # A verified statement that repeats a system prompt is not shown either.
+    unsupported |= {str(c.get("claim_id")) for c in claims if prompt_echoed(str(c.get("statement", "")))}
+    rendered = render_answer(plan=plan, claims=claims, verdict=verdict, language=language, exclude=unsupported,
+                             offline=offline, prompt_echoed=prompt_echoed, failed_tools=failed_tools)
+    return {
+        "answer_plan": dict(plan), "answer_markdown": rendered.markdown, "suggestions": rendered.suggestions,
+        "cited_invocation_ids": rendered.cited_invocation_ids, "render": rendered.audit(),
+        "knowledge_only_root": rendered.knowledge_only_root,
+    }
 
 
 def merge_snapshot(previous: dict | None, current: dict) -> dict:
@@ -207,7 +218,10 @@ class DiagnosisAgents:
 
     # -- gatekeeper and verified input -----------------------------------------------------------
     def gatekeeper(self, state, config):
-        result = verify_bindings(executor_output=state.get(K.EXECUTOR_OUTPUT), run_id=self.ctx.run_id, lookup=self.ctx.lookup)
+        result = verify_bindings(
+            executor_output=state.get(K.EXECUTOR_OUTPUT), run_id=self.ctx.run_id, lookup=self.ctx.lookup,
+            echo_sources=run_inputs(_query(state), self.ctx.tools.outcomes), statement_echoes=prompt_echoed,
+        )
         return {K.GATEKEEPER_RESULT: result.to_dict()}
 
     def verified_input(self, state, config):
@@ -267,19 +281,28 @@ class DiagnosisAgents:
                 node=N.COMPOSER, role="composer", attempt=_attempt(state, K.COMPOSER_RETRY_COUNT),
                 system=prompt("composer").text, user=payload, structured_input=payload,
             )
-            output = validate_composition(reply.parse_json(), {e.get("source_invocation_id") for e in evidence})
+            plan = validate_composition(reply.parse_json())
         except ModelError as exc:
             return {K.COMPOSER_STATUS: _status_for(exc), K.COMPOSER_OUTPUT: {"error": exc.to_dict()}}
+        verdict = state.get(K.EFFECTIVE_VERDICT)
+        output = compose_answer(
+            plan=plan, verified_output=state.get(K.VERIFIED_EXECUTOR_OUTPUT), verdict=verdict,
+            language=question_language(question), verifier=verifier, offline=self._offline(),
+            failed_tools=[o.tool_name for o in self.ctx.tools.outcomes if o.status == "ERROR"],
+        )
+        # A root cause resting only on runbooks or past cases is capped at LOW_CONFID by `map_run_result`.
         return {K.COMPOSER_STATUS: S.COMPLETED, K.COMPOSER_OUTPUT: output, K.FINAL_ANSWER: output["answer_markdown"]}
+
+    def _offline(self) -> bool:
+        return any(str(name).startswith("offline-analyser") for name in self.ctx.models_used)
 
     # -- fallback --------------------------------------------------------------------------------
     def fallback(self, state, config):
-        answer = compose_fallback(
-            question=_query(state), verified_evidence=list(state.get(K.VERIFIED_EVIDENCE) or []),
-            runbooks=self._runbooks_seen(),
-            reason=_fallback_reason(state),
+        output = compose_fallback(
+            question=_query(state), verified_output=state.get(K.VERIFIED_EXECUTOR_OUTPUT),
+            runbooks=self._runbooks_seen(), reason=_fallback_reason(state),
         )
-        return {K.FALLBACK_OUTPUT: {"answer_markdown": answer, "reason": _fallback_reason(state)}, K.FINAL_ANSWER: answer}
+        return {K.FALLBACK_OUTPUT: {**output, "reason": _fallback_reason(state)}, K.FINAL_ANSWER: output["answer_markdown"]}
 
     def _runbooks_seen(self) -> list[dict]:
         seen, runbooks = set(), []
@@ -295,6 +318,16 @@ class DiagnosisAgents:
         return runbooks[:5]
 
 
+def run_inputs(question: str, outcomes) -> list[str]:
+    """What an excerpt may not merely repeat: the question, every tool argument of this run, the prompts."""
+    texts = [question]
+    for outcome in outcomes:
+        arguments = outcome.arguments if isinstance(outcome.arguments, dict) else {}
+        texts += [v for v in arguments.values() if isinstance(v, str)]
+    texts += [p.text for p in load_catalog().values()]
+    return texts
+
+
 def _fallback_reason(state: Mapping[str, Any]) -> str:
     events = state.get(K.ORCHESTRATION_EVENTS) or ()
     if not events:
@@ -303,31 +336,32 @@ def _fallback_reason(state: Mapping[str, Any]) -> str:
     return f"{last.get('node')}:{last.get('reason_code')}"
 
 
-def compose_fallback(*, question: str, verified_evidence: list[dict], runbooks: list[dict], reason: str) -> str:
-    """The deterministic safe answer: what was verified, what to do next; never an unverified claim."""
+def compose_fallback(*, question: str, verified_output: Mapping[str, Any] | None, runbooks: list[dict],
+                     reason: str) -> dict:
+    """The deterministic safe answer, rendered like every answer: verified claims only, no verdict,
+    the next steps in the labelled suggestions section."""
     zh = question_language(question) == "zh"
-    lines = ["**诊断未能完整完成（降级答复）。**" if zh else "**The diagnosis could not be completed (degraded answer).**", ""]
-    lines.append(
-        f"系统没有给出经过验证的根因结论（原因：`{reason}`）。" if zh
-        else f"No verified root cause is reported (reason: `{reason}`)."
-    )
-    lines.append("")
-    if verified_evidence:
-        lines.append("**已验证的证据**" if zh else "**Verified evidence**")
-        for item in verified_evidence[:8]:
-            excerpt = " ".join(str(item.get("evidence_excerpt", "")).split())[:200]
-            lines.append(f"- `{excerpt}` [{item.get('source_invocation_id')}]")
-    else:
-        lines.append("没有任何证据通过校验。" if zh else "No evidence passed verification.")
-    lines.append("")
-    lines.append("**建议的下一步**" if zh else "**Next steps**")
+    head = [
+        "**诊断未能完整完成（降级答复）。**" if zh else "**The diagnosis could not be completed (degraded answer).**",
+        "",
+        f"系统没有给出经过验证的根因结论（原因：`{_safe_reason(reason)}`）。" if zh
+        else f"No verified root cause is reported (reason: `{_safe_reason(reason)}`).",
+        "",
+    ]
+    steps = [
+        "检查相关服务的错误日志和关键指标（延迟、错误率、资源使用）。" if zh
+        else "Check the error logs and key metrics (latency, error rate, saturation) of the services involved.",
+        "在运行追踪中查看已执行的查询，必要时重新提问并指明服务名。" if zh
+        else "Review the queries in the run trace and ask again naming the service if needed.",
+    ]
     if runbooks:
-        for rb in runbooks:
-            lines.append(f"- {'查阅运维手册' if zh else 'Follow the runbook'}: {rb['title']} (`{rb['path']}`)")
-    lines.extend([
-        "- 检查相关服务的错误日志和关键指标（延迟、错误率、资源使用）。" if zh
-        else "- Check the error logs and key metrics (latency, error rate, saturation) of the services involved.",
-        "- 在运行追踪中查看已执行的查询，必要时重新提问并指明服务名。" if zh
-        else "- Review the queries in the run trace and ask again naming the service if needed.",
-    ])
-    return "\n".join(lines)
+        steps.insert(0, "查阅本次检索到的运维手册（见运行追踪）。" if zh
+                     else "Read the runbooks this run retrieved (listed in the run trace).")
+    rendered = render_answer(plan={"version": ANSWER_PLAN_VERSION}, claims=(verified_output or {}).get("claims") or [],
+                             verdict=None, language="zh" if zh else "en", suggestions=steps, quotes_only=True)
+    return {"answer_markdown": "\n".join(head) + rendered.markdown, "suggestions": rendered.suggestions,
+            "cited_invocation_ids": rendered.cited_invocation_ids, "render": rendered.audit()}
+
+
+def _safe_reason(reason: str) -> str:
+    return re.sub(r"[^a-z0-9_:.\-]", "", str(reason).lower())[:80]

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any, Mapping
 
 from diagnosis.graph.state import NodeName as N
 from diagnosis.graph.state import StateKey as K
 from diagnosis.graph.trace import build_orchestration_trace
+from diagnosis.model_text import cap_strings
 from diagnosis.redaction import redact_value
 from diagnosis.tools.registry import SUCCESS
 
@@ -33,6 +35,24 @@ def rule_evaluation(state: Mapping[str, Any], outcomes: list, budget: dict) -> d
     }
 
 
+def served_render(state: Mapping[str, Any]) -> dict[str, Any]:
+    """The render audit of the answer actually served: the fallback's when the run degraded, else the composer's."""
+    source = state.get(K.FALLBACK_OUTPUT) if state.get(K.DEGRADED) else state.get(K.COMPOSER_OUTPUT)
+    render = (source or {}).get("render") if isinstance(source, Mapping) else None
+    return render if isinstance(render, Mapping) else {}
+
+
+def served_verdict(state: Mapping[str, Any]) -> str | None:
+    """The verdict of the answer served (SPEC §7, R3): null when the verifier did not run or the degraded
+    fallback answer is served; LOW_CONFID at most when the root cause rests only on runbooks or cases."""
+    if state.get(K.VERIFIER_STATUS) is None or state.get(K.DEGRADED):
+        return None
+    verdict = state.get(K.EFFECTIVE_VERDICT)
+    if verdict == "PASS" and served_render(state).get("knowledge_only_root"):
+        return "LOW_CONFID"
+    return verdict
+
+
 def verifier_evaluation(state: Mapping[str, Any], prompt_audit: dict) -> dict[str, Any]:
     verifier = state.get(K.VERIFIER_OUTPUT) or {}
     ran = state.get(K.VERIFIER_STATUS) is not None
@@ -44,7 +64,9 @@ def verifier_evaluation(state: Mapping[str, Any], prompt_audit: dict) -> dict[st
         },
         # Never a fabricated verdict: when the verifier did not run, these stay null.
         "model_verdict": verifier.get("verdict") if ran else None,
-        "effective_verdict": state.get(K.EFFECTIVE_VERDICT) if ran else None,
+        # The verdict the graph reached; the run's own verdict is null when a degraded answer is served.
+        "verifierVerdict": state.get(K.EFFECTIVE_VERDICT) if ran else None,
+        "effective_verdict": served_verdict(state),
         "verdict_ceiling": state.get(K.VERDICT_CEILING),
         "score": verifier.get("score") if ran else None,
         "claim_checks": verifier.get("claim_checks", []) if ran else [],
@@ -57,23 +79,39 @@ def verifier_evaluation(state: Mapping[str, Any], prompt_audit: dict) -> dict[st
         "composer_audit": {
             "status": state.get(K.COMPOSER_STATUS),
             "cited_invocation_ids": composer.get("cited_invocation_ids", []),
+            "answer_plan": composer.get("answer_plan"),
+            "render": composer.get("render"),
         },
+        "answer_render": served_render(state),
         "prompt_audit": prompt_audit,
     }
+
+
+AUDIT_STRING_MAX_CHARS = 4000
+SELF_EVALUATION_MAX_BYTES = 512_000
+
+
+def bounded_audit(value: Any) -> Any:
+    """Every string capped with a cut marker; the whole kept under SELF_EVALUATION_MAX_BYTES."""
+    for chars, items in ((AUDIT_STRING_MAX_CHARS, 200), (500, 50), (120, 20)):
+        capped = cap_strings(value, chars, max_items=items)
+        if len(json.dumps(capped, ensure_ascii=False, default=str).encode()) <= SELF_EVALUATION_MAX_BYTES:
+            return capped
+    return {"truncated": True, "note": f"the audit exceeded {SELF_EVALUATION_MAX_BYTES} bytes even when cut"}
 
 
 def map_run_result(*, state: Mapping[str, Any], outcomes: list, budget: dict, prompt_audit: dict) -> dict[str, Any]:
     """answer, degraded, effective verdict, self_evaluation and orchestration_trace of one run."""
     events = list(state.get(K.ORCHESTRATION_EVENTS) or ())
-    verdict = state.get(K.EFFECTIVE_VERDICT) if state.get(K.VERIFIER_STATUS) is not None else None
+    verdict = served_verdict(state)
     return {
         "answer": state.get(K.FINAL_ANSWER) or "",
         "degraded": bool(state.get(K.DEGRADED)),
         "effective_verdict": verdict or "",
         # Model-written text (claim statements, rationales) is stored here: mask any secret in it (F-37).
-        "self_evaluation": redact_value({
+        "self_evaluation": bounded_audit(redact_value({
             "rule_evaluation": rule_evaluation(state, outcomes, budget),
             "verifier_evaluation": verifier_evaluation(state, prompt_audit),
-        }),
-        "orchestration_trace": redact_value(build_orchestration_trace(events, state)) if events else None,
+        })),
+        "orchestration_trace": bounded_audit(redact_value(build_orchestration_trace(events, state))) if events else None,
     }

@@ -20,7 +20,7 @@ from rest_framework.views import APIView
 from diagnosis.api.errors import ApiError, error_response, parse_bounded_int
 from diagnosis.ids import is_valid_run_id
 from diagnosis.models import DiagnosisRun
-from diagnosis.selectors import run_events_after, run_get_for_user, run_status
+from diagnosis.selectors import run_events_after, run_evidence_checked, run_get_for_user, run_status, run_suggestions
 from diagnosis.services.chat import BrokerUnavailable, ChatInputError, SessionNotFound, chat_submit
 from diagnosis.services.strategy import MODES
 
@@ -43,7 +43,8 @@ def run_summary(request, run: DiagnosisRun) -> dict:
     return {
         "sessionId": run.session.session_id, "runId": run.run_id, "status": run.status, "agentFlow": run.agent_flow,
         "strategy": run.strategy, "question": run.question, "answer": run.answer or None, "degraded": run.degraded,
-        "verdict": run.effective_verdict or None, "errorCode": run.error_code or None,
+        "verdict": run.effective_verdict or None, "evidenceChecked": run_evidence_checked(run=run),
+        "suggestions": run_suggestions(run=run), "errorCode": run.error_code or None,
         "errorMessage": run.error_message or None, "durationMs": run.duration_ms, "createdAt": run.created_at,
         "startedAt": run.started_at, "finishedAt": run.finished_at, "links": run_links(request, run),
     }
@@ -59,6 +60,9 @@ class RunOutput(serializers.Serializer):
     answer = serializers.CharField(allow_null=True)
     degraded = serializers.BooleanField()
     verdict = serializers.ChoiceField(DiagnosisRun.Verdict.choices, allow_null=True)
+    evidenceChecked = serializers.BooleanField(help_text="false for SIMPLE answers, which no Gatekeeper checked")
+    suggestions = serializers.ListField(child=serializers.CharField(),
+                                        help_text="advice in the answer that was not checked against evidence")
     errorCode = serializers.CharField(allow_null=True)
     errorMessage = serializers.CharField(allow_null=True)
     durationMs = serializers.IntegerField(allow_null=True)

@@ -1672,110 +1672,52 @@ def _evidence_line(claim: Mapping[str, Any], language: str, safe: Callable[[str]
 
 
 def _compose(si: Mapping[str, Any]) -> dict[str, Any]:
+    """The composer's structure (answer_plan_v1): which verified claims are the root cause, evidence,
+    impact and timeline, and the next steps. The server renders the words (diagnosis/answer_render.py)."""
     language = si.get("language") if si.get("language") in ("en", "zh") else "en"
-    evidence = [e for e in si.get("verified_evidence") or [] if isinstance(e, Mapping)]
-    verified_ids = {str(e.get("source_invocation_id")) for e in evidence}
     claims = [c for c in (si.get("verified_executor_output") or {}).get("claims") or [] if isinstance(c, Mapping)]
     verdict = si.get("effective_verdict") if si.get("effective_verdict") in ("PASS", "LOW_CONFID", "REJECT") else "REJECT"
     verifier = si.get("verifier") or {}
     unsupported = {c.get("claim_id") for c in verifier.get("claim_checks") or [] if isinstance(c, Mapping) and c.get("supported") is False}
     claims = [c for c in claims if c.get("claim_id") not in unsupported]
-
-    def safe(text: str) -> str:
-        # Excerpts are data: never let them carry an invocation id the answer may not cite, or break the Markdown.
-        text = INVOCATION_REF.sub(lambda m: m.group(0) if m.group(0) in verified_ids else "inv-…", text)
-        return _short(text.replace("`", "'"), 220)
-
-    def cite(claim: Mapping[str, Any]) -> str:
-        ids = dict.fromkeys(str(b.get("source_invocation_id")) for b in claim.get("evidence") or []
-                            if isinstance(b, Mapping) and str(b.get("source_invocation_id")) in verified_ids)
-        return " ".join(f"[{i}]" for i in list(ids)[:4])
-
+    plan: dict[str, Any] = {"version": "answer_plan_v1", "root_cause": [], "evidence": [], "impact": [],
+                            "timeline": [], "next_steps": []}
     root = next((c for c in claims if ROOT_RE.match(str(c.get("statement", "")))), None)
     nothing = next((c for c in claims if NOTHING_RE.match(str(c.get("statement", "")))), None)
-    lines = [BADGE[language], ""]
     actions: list[str] = []
-    limits = [_t("offline_limit", language), _t("window_limit", language)]
-    for gap in verifier.get("critical_evidence_gaps") or []:
-        if isinstance(gap, Mapping) and gap.get("gap"):
-            limits.append(_t("missing", language, gap=safe(str(gap["gap"]))))
     if verdict in ("PASS", "LOW_CONFID") and root is not None:
-        match = ROOT_RE.match(root["statement"])
-        cause = CAUSE_BY_KEY.get(match.group("cause"))
-        service = match.group("service")
-        label = cause.label(language) if cause else ("未归类的故障" if language == "zh" else "unclassified failure")
-        head = "summary_pass" if verdict == "PASS" else "summary_low"
-        lines += [_t(head, language, root=service, label=label) + ("" if language == "zh" else " ")
-                  + _t("verified", language, n=len(claims)), ""]
-        lines.append(_t("root_head" if verdict == "PASS" else "assess_head", language))
-        sentence = f"{service} — {label}." if language == "en" else f"{service}：{label}。"
-        affected = AFFECTED_RE.search(root["statement"])
-        if affected:
-            sentence += _t("affected", language, services=affected.group("list"))
-        trigger = re.search(r"It began after: \"(?P<t>.+?)\"\.", root["statement"])
-        if trigger:
-            sentence += _t("trigger", language, excerpt=safe(trigger.group("t")))
-        lines.append(f"{sentence} {cite(root)}".rstrip())
-        if verdict == "LOW_CONFID":
-            lines.append("")
-            lines.append(_t("low_reason", language, reason=safe(str(verifier.get("rationale") or "")) or "-"))
+        plan["root_cause"].append(root["claim_id"])
+        cause = CAUSE_BY_KEY.get(ROOT_RE.match(root["statement"]).group("cause"))
         if cause:
             actions += list(cause.actions(language))
     elif verdict in ("PASS", "LOW_CONFID") and nothing is not None:
-        services = NOTHING_RE.match(nothing["statement"]).group("services")
-        lines += [_t("summary_nothing", language, services=services) + " " + cite(nothing), ""]
-        lines.append(_t("assess_head", language))
-        lines.append(("No anomaly found; nothing wrong — no root cause to report." if language == "en"
-                      else "未发现异常，一切正常，没有需要报告的根因。"))
-        if verdict == "LOW_CONFID":
-            lines.append(_t("low_reason", language, reason=safe(str(verifier.get("rationale") or "")) or "-"))
+        plan["evidence"].append(nothing["claim_id"])
         actions.append(_t("nothing_action", language))
-    elif verdict == "REJECT" or not claims:
-        lines += [_t("summary_reject", language), ""]
-        actions.append(_t("reject_action", language))
     else:
-        lines += [_t("summary_unknown", language) + ("" if language == "zh" else " ")
-                  + _t("verified", language, n=len(claims)), ""]
-        lines.append(_t("assess_head", language))
-        lines.append(_t("low_reason", language, reason=safe(str(verifier.get("rationale") or "")) or "-"))
         actions.append(_t("reject_action", language))
-    lines += ["", _t("evidence_head", language)]
-    heading_at = len(lines)
-    shown = [c for c in claims if c is not root and c is not nothing and not RUNBOOK_RE.match(str(c.get("statement", "")))][:8]
-    if verdict == "REJECT":  # what was checked, but no conclusion drawn from it
-        shown = [c for c in claims if c is not root and c is not nothing][:6]
-    elif root is not None:
-        kinds = {"query_logs": ("Log", "日志"), "query_metrics": ("Metric", "指标"), "query_alerts": ("Alert", "告警"),
-                 "lookup_knowledge": ("Runbook", "运维手册")}
-        for b in [b for b in root.get("evidence") or [] if isinstance(b, Mapping)][:6]:
-            kind = kinds.get(str(b.get("tool_name")), ("Evidence", "证据"))[language == "zh"]
-            if str(b.get("source_invocation_id")) in verified_ids:
-                lines.append(f"- {kind}{'：' if language == 'zh' else ': '}`{safe(str(b.get('evidence_excerpt', '')))}` "
-                             f"[{b.get('source_invocation_id')}]")
-    for claim in shown:
-        lines.append(f"- {_evidence_line(claim, language, safe)} {cite(claim)}".rstrip())
-    if len(lines) == heading_at:
-        lines.append(f"- {_t('no_evidence', language)}")
-    lines += ["", _t("limits_head", language)] + [f"- {item}" for item in limits]
-    runbook_actions = []
-    if verdict != "REJECT":
-        # Advice in the reader's language first; a runbook in the other language is still quoted as is.
-        def excerpt_language(claim) -> str:
-            return question_language(str((claim.get("evidence") or [{}])[0].get("evidence_excerpt", "")))
 
-        claims_by_language = sorted(claims, key=lambda c: excerpt_language(c) != language)
-        if any(excerpt_language(c) == language and RUNBOOK_RE.match(str(c.get("statement", ""))) for c in claims):
-            claims_by_language = [c for c in claims_by_language if excerpt_language(c) == language]
-        for claim in claims_by_language:
-            m = RUNBOOK_RE.match(str(claim.get("statement", "")))
-            if m:
-                excerpt = safe(str((claim.get("evidence") or [{}])[0].get("evidence_excerpt", "")))
-                runbook_actions.append(f"{_t('runbook_action', language, excerpt=excerpt, title=m.group('title'))} {cite(claim)}".rstrip())
-    lines += ["", _t("actions_head", language)]
-    picked = runbook_actions[:3] + actions[: max(1, 3 - len(runbook_actions))]
-    lines += [f"{i}. {item}" for i, item in enumerate(picked, start=1)]
-    answer = re.sub(r"\n{3,}", "\n\n", "\n".join(lines)).strip() + "\n"
-    return {"answer_markdown": answer, "cited_invocation_ids": sorted(set(INVOCATION_REF.findall(answer)) & verified_ids)}
+    def excerpt_language(claim) -> str:
+        return question_language(str((claim.get("evidence") or [{}])[0].get("evidence_excerpt", "")))
+
+    runbooks = [c for c in claims if RUNBOOK_RE.match(str(c.get("statement", "")))]
+    # Advice in the reader's language first; a runbook in the other language is still quoted as is.
+    if any(excerpt_language(c) == language for c in runbooks):
+        runbooks = [c for c in runbooks if excerpt_language(c) == language]
+    if verdict != "REJECT":
+        plan["next_steps"] += [{"claim_id": c["claim_id"]} for c in runbooks[:3]]
+    for claim in claims:
+        if claim is root or claim is nothing or claim in runbooks:
+            continue
+        statement = str(claim.get("statement", ""))
+        if CHANGE_RE.match(statement):
+            plan["timeline"].append(claim["claim_id"])
+        elif ALERT_RE.match(statement):
+            plan["impact"].append(claim["claim_id"])
+        elif not RUNBOOK_RE.match(statement):
+            plan["evidence"].append(claim["claim_id"])
+    plan["evidence"] = plan["evidence"][:8]
+    plan["next_steps"] += [{"text": a} for a in actions[: max(1, 3 - len(plan["next_steps"]))]]
+    return plan
 
 
 # --------------------------------------------------------------------------- simple chat

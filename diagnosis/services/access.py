@@ -54,3 +54,10 @@ def can_give_feedback(user, run: DiagnosisRun) -> bool:
     if run.session.owner_id == user.pk or user.is_superuser:
         return True
     return user.groups.filter(name=SUPPORT_STAFF).exists() or user.has_perm(GIVE_FEEDBACK_PERMISSION)
+
+
+def can_publish_cases(user) -> bool:
+    """Only support staff (and superusers) publish a candidate case into the knowledge others retrieve."""
+    if not getattr(user, "is_authenticated", False) or not user.is_active:
+        return False
+    return user.is_superuser or user.groups.filter(name=SUPPORT_STAFF).exists()

@@ -22,6 +22,7 @@ from django.db import transaction
 from diagnosis.agents.aiops import ACTIVE_STATES, INACTIVE_STATES, MAX_ROUNDS, AlertSupervisor, alert_record
 from diagnosis.agents.catalog import prompt_audit
 from diagnosis.agents.runtime import AgentContext
+from diagnosis.agents.results import bounded_audit
 from diagnosis.models import DiagnosisRun, RunEvent
 from diagnosis.redaction import redact_text, redact_value
 from diagnosis.services import memory, wiring
@@ -280,12 +281,12 @@ def aiops_execute(run: DiagnosisRun, publish) -> DiagnosisRun | None:
                                  heartbeat=lambda: _heartbeat(publish, run))
     outcome = supervisor.run(alerts=alerts or None, language=submitted.get("language"))
     report = redact_text(outcome.report_markdown).strip()
-    evaluation = {
+    evaluation = bounded_audit({
         "aiops_rule_evaluation": outcome.rule_evaluation(outcomes=tools.outcomes, budget=budget.to_dict(tools),
                                                          alerts_ignored=int(submitted.get("alertsIgnored") or 0)),
         "aiops_audit": outcome.audit(),
         "prompt_audit": prompt_audit(),
-    }
+    })
     if not report:
         return _finish_failed(run, publish, code="missing_answer", message="the alert analysis produced no report",
                               self_evaluation=evaluation, **_counts(recorder, budget, ctx))

@@ -1,12 +1,14 @@
-"""Feedback on a finished run and the case library it feeds (SPEC §2, §7; seed 004 §4).
+"""Feedback on a finished run and the case library it feeds (SPEC §2, §7, R3).
 
 Feedback never moves a run's status: only the feedback columns are updated, and the latest
-feedback wins. A run rated `useful` has exactly one case; `not_useful` removes it.
+feedback wins. Only a SUCCESS run with at least one verified claim can be rated `useful`; that makes
+its case a CANDIDATE holding only the verified claims (never the question or the answer).
+`not_useful` removes a candidate. Only support staff publish a candidate (`case_publish`), and only
+published cases are retrieved by later diagnoses.
 """
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 from django.db import transaction
@@ -31,35 +33,53 @@ class RunNotFinished(Exception):
         super().__init__(f"run {run_id} is {status}; feedback is accepted once it is SUCCESS or FAILED")
 
 
+class NotRateableUseful(Exception):
+    """`useful` on a run that has nothing verified to keep (FAILED, or no verified claim)."""
+
+    code = "not_rateable_useful"
+
+    def __init__(self, run_id: str, reason: str):
+        self.run_id = run_id
+        super().__init__(f"run {run_id} cannot be rated useful: {reason}. Only a SUCCESS run with at least one "
+                         "verified claim can be rated useful; rate it not_useful instead.")
+
+
+class CasePublishRefused(Exception):
+    code = "permission_denied"
+
+
 @dataclass(frozen=True)
 class FeedbackGiven:
     run: DiagnosisRun
     case: CaseLibraryEntry | None
 
 
-def _verified_statements(self_evaluation) -> list[str]:
+BINDING_FIELDS = ("source_invocation_id", "tool_name", "raw_path", "evidence_excerpt")
+MAX_CASE_CLAIMS = 20
+
+
+def verified_claims(self_evaluation) -> list[dict]:
+    """The run's claims that passed the Gatekeeper, each with only its verified bindings."""
     verifier = self_evaluation.get("verifier_evaluation") if isinstance(self_evaluation, dict) else None
     verified = verifier.get("verified_executor_output") if isinstance(verifier, dict) else None
     claims = verified.get("claims") if isinstance(verified, dict) else None
     if not isinstance(claims, list):
         return []
-    return [c["statement"].strip() for c in claims if isinstance(c, dict) and isinstance(c.get("statement"), str)
-            and c["statement"].strip()]
-
-
-def _first_paragraph(answer: str) -> str:
-    for block in re.split(r"\n\s*\n", answer or ""):
-        lines = [line.strip() for line in block.strip().splitlines()]
-        # Markdown headings and table rows say little on their own; the first prose paragraph does.
-        text = " ".join(line for line in lines if line and not line.startswith(("#", "|")))
-        if text:
-            return text
-    return ""
+    kept = []
+    for claim in claims[:MAX_CASE_CLAIMS]:
+        if not isinstance(claim, dict) or not isinstance(claim.get("statement"), str) or not claim["statement"].strip():
+            continue
+        evidence = [{k: str(b.get(k, ""))[:2000] for k in BINDING_FIELDS}
+                    for b in claim.get("evidence") or [] if isinstance(b, dict)]
+        if evidence:
+            kept.append({"claim_id": str(claim.get("claim_id", ""))[:64], "statement": claim["statement"].strip()[:2000],
+                         "evidence": evidence})
+    return kept
 
 
 def root_cause_summary(*, run: DiagnosisRun) -> str:
-    """The verified claims when the gatekeeper let any through, else the answer's first paragraph."""
-    summary = " ".join(_verified_statements(run.self_evaluation)) or _first_paragraph(run.answer)
+    """The verified claims' statements (never the answer's free text)."""
+    summary = " ".join(c["statement"] for c in verified_claims(run.self_evaluation))
     return summary if len(summary) <= SUMMARY_MAX_CHARS else summary[: SUMMARY_MAX_CHARS - 1].rstrip() + "…"
 
 
@@ -73,9 +93,11 @@ def _service_tags(*, run: DiagnosisRun) -> list[str]:
 
 
 def case_upsert(*, run: DiagnosisRun, user) -> CaseLibraryEntry:
-    """Create or refresh the case of a useful run; the first author stays its creator."""
+    """Create or refresh the candidate case of a useful run; the first author stays its creator and a
+    published case stays published."""
     fields = {
-        "session_id": run.session.session_id, "question": run.question, "answer": run.answer,
+        "session_id": run.session.session_id, "question": "", "answer": "", "source_run_id": run.run_id,
+        "claims": verified_claims(run.self_evaluation),
         "root_cause_summary": root_cause_summary(run=run), "tags": _service_tags(run=run),
     }
     case, _ = CaseLibraryEntry.objects.update_or_create(
@@ -91,6 +113,11 @@ def run_feedback_give(*, user, run: DiagnosisRun, feedback: str, comment: str = 
     if len(comment) > COMMENT_MAX_CHARS:
         raise ValueError(f"comment is longer than {COMMENT_MAX_CHARS} characters")
     comment = redact_text(comment)  # free text from a user: secrets are masked before it is stored
+    if feedback == Feedback.USEFUL and run.status in DiagnosisRun.TERMINAL:
+        if run.status != DiagnosisRun.Status.SUCCESS:
+            raise NotRateableUseful(run.run_id, f"it ended {run.status}")
+        if not verified_claims(run.self_evaluation):
+            raise NotRateableUseful(run.run_id, "no claim of it passed the Gatekeeper")
     now = timezone.now()
     # Conditional UPDATE of the feedback columns only: the status is neither read-modified-written
     # nor changed, and a run that is not finished (even after a concurrent move) is refused.
@@ -103,5 +130,19 @@ def run_feedback_give(*, user, run: DiagnosisRun, feedback: str, comment: str = 
     run.feedback, run.feedback_comment, run.feedback_by, run.feedback_at = feedback, comment, user, now
     if feedback == Feedback.USEFUL:
         return FeedbackGiven(run=run, case=case_upsert(run=run, user=user))
-    CaseLibraryEntry.objects.filter(run=run).delete()
-    return FeedbackGiven(run=run, case=None)
+    CaseLibraryEntry.objects.filter(run=run, status=CaseLibraryEntry.Status.CANDIDATE).delete()
+    return FeedbackGiven(run=run, case=CaseLibraryEntry.objects.filter(run=run).first())
+
+
+def case_publish(*, user, case: CaseLibraryEntry, publish: bool = True) -> CaseLibraryEntry:
+    """Support staff publish a candidate (or withdraw a published case back to candidate)."""
+    from diagnosis.services.access import can_publish_cases
+
+    if not can_publish_cases(user):
+        raise CasePublishRefused("only support staff publish cases")
+    if publish:
+        case.status, case.published_by, case.published_at = CaseLibraryEntry.Status.PUBLISHED, user, timezone.now()
+    else:
+        case.status, case.published_by, case.published_at = CaseLibraryEntry.Status.CANDIDATE, None, None
+    case.save(update_fields=["status", "published_by", "published_at", "updated_at"])
+    return case

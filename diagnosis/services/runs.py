@@ -13,10 +13,11 @@ import time
 from django.conf import settings
 from django.db import transaction
 
-from diagnosis.agents.catalog import catalog_version, prompt, prompt_audit
+from diagnosis.agents.catalog import catalog_version, prompt, prompt_audit, prompt_echoed
 from diagnosis.agents.nodes import DiagnosisAgents
 from diagnosis.agents.results import map_run_result
-from diagnosis.agents.runtime import AgentContext, RunBudget
+from diagnosis.agents.runtime import AgentContext, RunBudget, question_language
+from diagnosis.answer_render import render_simple_answer
 from diagnosis.graph.engine import GraphRunError, RunConfig
 from diagnosis.graph.state import StateKey as K
 from diagnosis.graph.topology import DIAGNOSIS_RECURSION_LIMIT, build_diagnosis_graph, initial_diagnosis_state
@@ -204,8 +205,11 @@ def _execute_simple(run: DiagnosisRun, publish) -> DiagnosisRun | None:
     if not answer:
         return _finish_failed(run, publish, code="missing_answer", message="the model returned an empty answer",
                               **_counts(recorder, budget, ctx))
+    # Ungated text: labelled as not checked against evidence, no citation-like token (SPEC R1).
+    answer, removed = render_simple_answer(answer, language=question_language(run.question), prompt_echoed=prompt_echoed)
     done = _finish_succeeded(run, publish, answer=answer, orchestration_trace=None,
-                             self_evaluation={"rule_evaluation": {"budget": budget.to_dict()}, "prompt_audit": prompt_audit()},
+                             self_evaluation={"rule_evaluation": {"budget": budget.to_dict()}, "prompt_audit": prompt_audit(),
+                                              "simple_audit": {"evidence_checked": False, "removed": removed}},
                              status_event={"degraded": False, "verdict": None}, **_counts(recorder, budget, ctx))
     memory.memory_append(session=run.session, run=done)
     return done

@@ -74,6 +74,16 @@ def telemetry_backends() -> tuple:
     return logs, metrics, alerts
 
 
+def case_text(claims) -> str:
+    lines = []
+    for claim in claims if isinstance(claims, list) else []:
+        if not isinstance(claim, dict):
+            continue
+        quotes = "; ".join(f"“{b.get('evidence_excerpt', '')}”" for b in claim.get("evidence") or [] if isinstance(b, dict))
+        lines.append(f"{claim.get('statement', '')} — {quotes}")
+    return "\n".join(lines)
+
+
 class KnowledgeSearch:
     """BM25 over the loaded runbook chunks plus the case library (useful past runs).
 
@@ -82,7 +92,8 @@ class KnowledgeSearch:
     @staticmethod
     def _signature() -> tuple:
         chunks = KnowledgeChunk.objects.aggregate(n=Count("id"), last=Max("id"), loaded=Max("document__loaded_at"))
-        cases = CaseLibraryEntry.objects.aggregate(n=Count("id"), updated=Max("updated_at"))
+        cases = CaseLibraryEntry.objects.filter(status=CaseLibraryEntry.Status.PUBLISHED).aggregate(
+            n=Count("id"), updated=Max("updated_at"))
         return tuple(chunks.values()) + tuple(cases.values())
 
     @staticmethod
@@ -92,11 +103,12 @@ class KnowledgeSearch:
                   path=c.document.path, content=c.content)
             for c in KnowledgeChunk.objects.select_related("document").order_by("id")
         ]
+        # Published cases only (SPEC R3), and only their verified claims with the excerpts that backed them.
         cases = [
-            Chunk(chunk_id=f"case:{run_id}", source_type="case", source_id=run_id, title=f"Case: {question[:80]}",
-                  path=f"case_library/{run_id}", content=f"{question}\n\n{summary}\n\n{answer}")
-            for run_id, question, summary, answer in CaseLibraryEntry.objects.values_list(
-                "run__run_id", "question", "root_cause_summary", "answer").order_by("-updated_at")[:500]
+            Chunk(chunk_id=f"case:{run_id}", source_type="case", source_id=run_id, title=f"Past incident {run_id}",
+                  path=f"case_library/{run_id}", content=case_text(claims))
+            for run_id, claims in CaseLibraryEntry.objects.filter(status=CaseLibraryEntry.Status.PUBLISHED)
+            .values_list("source_run_id", "claims").order_by("-updated_at")[:500]
         ]
         return runbooks + cases
 

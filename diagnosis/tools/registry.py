@@ -15,6 +15,9 @@ from diagnosis.redaction import redact_value
 from diagnosis.tools.backends.base import AlertsBackend, BackendError, LogsBackend, MetricsBackend
 
 SUCCESS, ERROR, BLOCKED = "SUCCESS", "ERROR", "BLOCKED"
+# Top-level result keys that restate what was asked (or comment on it) rather than what was observed:
+# they move under `request` with the call's arguments, where no citation may point (`path_not_evidence`).
+REQUEST_KEYS = ("service", "query", "start", "end", "step", "note")
 
 TOOL_SCHEMAS: dict[str, dict[str, Any]] = {
     "lookup_knowledge": {
@@ -179,6 +182,17 @@ def cap_result(result: Any, max_bytes: int) -> tuple[Any, bool]:
     return {"truncated": True, "note": f"result of {size} bytes exceeded the {max_bytes}-byte cap"}, True
 
 
+def split_request(result: Any, arguments: dict[str, Any]) -> Any:
+    """``{"request": {"arguments", <echoed keys>}, <observed keys>}``: what was asked, apart from what was seen."""
+    if not isinstance(result, dict):
+        return result
+    request = {"arguments": dict(arguments)}
+    observed = {}
+    for key, value in result.items():
+        (request if key in REQUEST_KEYS else observed)[key] = value
+    return {"request": request, **observed}
+
+
 @dataclass
 class ToolBox:
     """Runs allow-listed tools for one run and records every call, blocked and failed ones included."""
@@ -208,6 +222,7 @@ class ToolBox:
         try:
             clean = _check_arguments(name, arguments)
             result, details = self._dispatch(name, clean)
+            result = split_request(result, clean)
         except (ToolArgumentError, BackendError) as exc:
             return self._record(name, safe_args, ERROR, None, str(exc), started)
         except Exception as exc:  # an unexpected backend fault is data for the audit, never a crash

@@ -37,7 +37,8 @@ def test_an_alertmanager_webhook_is_analysed_and_its_resolved_alerts_are_ignored
     assert [a["alertname"] for a in submitted["alerts"]] == [a["labels"]["alertname"] for a in PAYMENT]
     report = report_of(events)
     assert "OrderServiceOOMKilled" not in report  # the resolved alert is not analysed
-    assert "Root cause: **payment-service**" in report and "connection pool" in report
+    # The server renders the report from the verified task evidence: the root-cause claim with its quotes.
+    assert "Root cause (" in report and "payment-service —" in report and "connection pool" in report
     # Alertmanager's fields arrive intact: fingerprints dedupe, startsAt becomes "since"
     assert "2026-11-29T10:00:00.828Z" in report
 
@@ -46,7 +47,7 @@ def test_plain_alerts_are_accepted(alice_api, demo_knowledge):
     run, events = analyse(alice_api, {"alerts": ORDER, "sessionId": "ops-1"})
     assert run.session.session_id == "ops-1" and run.session.owner.username == "alice"
     assert run.status == "SUCCESS" and not run.degraded
-    assert "Root cause: **order-service**" in run.answer and "memory leak" in run.answer
+    assert "Root cause (" in run.answer and "order-service —" in run.answer and "memory leak" in run.answer
     assert not ToolInvocation.objects.filter(run=run, tool_name="query_alerts").exists()
     assert "order-service" in run.question and "OrderServiceOOMKilled" in run.question
 
@@ -103,7 +104,7 @@ def test_the_report_has_an_alert_table_and_only_verified_citations_of_this_run(a
     assert report == run.answer
     assert "| alert | service | severity | state | since | analysed |" in report
     assert "| PaymentServiceHighErrorRate | payment-service | critical | firing |" in report
-    for section in ("**Per alert**", "**Conclusion**", "**Risks**"):
+    for section in ("**Per alert**", "**Suggestions (not checked against evidence)**"):
         assert section in report
     cited = set(INVOCATION_RE.findall(report))
     stored = set(ToolInvocation.objects.filter(run=run).values_list("invocation_id", flat=True))
@@ -148,7 +149,8 @@ def test_chinese_alerts_get_a_chinese_report(alice_api, demo_knowledge):
     alert = {"labels": {"alertname": "SettlementReconcileFailures", "service": "settlement-service", "severity": "critical"},
              "annotations": {"summary": "settlement-service 对账失败次数超过每分钟 10 次", "description": "对账失败持续增加"}}
     run, _events = analyse(alice_api, {"alerts": [alert]})
-    assert "**活跃告警**" in run.answer and "根因：**settlement-db**" in run.answer
+    assert "**活跃告警**" in run.answer and "**逐条分析**" in run.answer and "settlement-db —" in run.answer
+    assert "**建议（未经证据校验）**" in run.answer
 
 
 def test_a_session_of_another_client_is_404_and_nothing_is_created(alice_api, bob_api, demo_knowledge):

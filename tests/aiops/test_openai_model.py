@@ -47,7 +47,7 @@ def executor(request, seen: dict) -> Reply:
             record = out["result"]["records"][0]
             claims.append({"claim_id": "c1", "statement": "payment-service cannot get DB connections",
                            "evidence": [{"source_invocation_id": out["invocation_id"], "tool_name": "query_logs",
-                                         "raw_path": "$.records[0].message", "evidence_excerpt": record["message"][:60]}]})
+                                         "raw_path": "$.records[0].message", "evidence_excerpt": record["message"]}]})
     return Reply.json({"status": "COMPLETED", "summary": "pool exhausted", "evidence": claims, "nextHint": ""})
 
 
@@ -96,7 +96,9 @@ def test_a_report_citing_a_fabricated_invocation_never_stores_that_claim(alice_a
     metrics = ToolInvocation.objects.get(run=run, tool_name="query_metrics")
     assert metrics.invocation_id not in run.answer and "CPU of payment-service doubled" not in run.answer
     logs = ToolInvocation.objects.get(run=run, tool_name="query_logs")
-    assert f"connection pool is exhausted [{logs.invocation_id}]" in run.answer
+    # The verified executor claim is served with its quote; the reporter's own sentence is not.
+    assert f"[{logs.invocation_id}]" in run.answer
+    assert "connection pool is exhausted [" not in run.answer
     assert "2 statement(s) of this report cited evidence that the Gatekeeper could not verify" in run.answer
     report = next(e for e in events if e["event"] == "report")["data"]
     assert report["reportMarkdown"] == run.answer and report["citedInvocationIds"] == [logs.invocation_id]

@@ -49,7 +49,7 @@ def test_the_offline_analyser_traces_each_scenarios_alerts_to_its_root_cause(sce
     outcome, recorder, _events = supervise(alerts_of(scenario))
     report = outcome.report_markdown
     assert not outcome.degraded and outcome.report_check.removed == []
-    assert f"**{truth['root_cause_service']}**" in report, report
+    assert f"{truth['root_cause_service']} —" in report, report
     assert any(k.lower() in report.lower() for k in truth["cause_keywords"])
     cited = set(INVOCATION_RE.findall(report))
     verified = {e["source_invocation_id"] for r in outcome.results for e in r.verified_evidence}
@@ -117,7 +117,7 @@ def checked(markdown: str, lookup: InMemoryLookup | None = None):
         record("inv-00000002", logs_result("all good here, nothing to see")),
         record("inv-00000003", logs_result(LINE), run_id=OTHER_RUN_ID),
     ])
-    evidence = [{"claim_id": "t1.c1", **binding(LINE[:40])}]
+    evidence = [{"claim_id": "t1.c1", **binding(LINE[:43])}]
     return check_report(markdown, run_id=RUN_ID, lookup=lookup, verified_evidence=evidence,
                         tool_names={"inv-00000001": "query_logs", "inv-00000002": "query_logs"}, language="en")
 

@@ -9,7 +9,7 @@ from diagnosis.models import CaseLibraryEntry, ToolInvocation
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-def test_a_useful_diagnosis_becomes_a_case_that_a_later_run_retrieves(alice_api, bob_api, demo_knowledge):
+def test_a_useful_diagnosis_becomes_a_case_that_a_later_run_retrieves(alice_api, bob_api, support_api, demo_knowledge):
     first = alice_api.post("/api/chat", {"question": "Why is payment-service failing?", "sessionId": "e2e-a"}, format="json")
     assert first.status_code == 200, first.content
     run = first.json()
@@ -26,6 +26,9 @@ def test_a_useful_diagnosis_becomes_a_case_that_a_later_run_retrieves(alice_api,
     feedback = alice_api.post("/api/feedback", {"sessionId": "e2e-a", "runId": run["runId"], "feedback": "useful"}, format="json")
     assert feedback.status_code == 200 and feedback.json()["caseExists"] is True
     assert CaseLibraryEntry.objects.filter(run__run_id=run["runId"]).exists()
+    # A candidate is retrieved by nobody until support staff publish it.
+    published = support_api.post(f"/api/cases/{run['runId']}/publish", {}, format="json")
+    assert published.status_code == 200 and published.json()["status"] == "PUBLISHED"
 
     second = bob_api.post("/api/chat", {"question": "payment-service is failing again, why?", "sessionId": "e2e-b"}, format="json").json()
     lookups = ToolInvocation.objects.filter(run__run_id=second["runId"], tool_name="lookup_knowledge", status="SUCCESS")

@@ -99,7 +99,7 @@ def test_support_staff_give_feedback_through_the_feedback_service(staff_client, 
     case = CaseLibraryEntry.objects.get(run=run)  # the same service as POST /api/feedback upserts the case
     assert case.created_by == support_staff
     page = staff_client.get(response["Location"]).content.decode()
-    assert "Feedback saved: Useful. It is now in the case library." in page
+    assert "Feedback saved: Useful. Its case is candidate; support staff publish candidates." in page
 
 
 def test_the_latest_feedback_wins_and_not_useful_removes_the_case(staff_client, run):
@@ -185,4 +185,8 @@ def test_every_audit_admin_refuses_add_change_and_delete_for_every_role(support_
         assert not model_admin.has_change_permission(request)
         assert not model_admin.has_delete_permission(request)
         assert model_admin.has_view_permission(request)
-        assert not model_admin.get_actions(request)  # no bulk delete either
+        actions = set(model_admin.get_actions(request))  # no bulk delete either
+        if model is CaseLibraryEntry and user is not auditor:
+            assert actions == {"publish_cases", "withdraw_cases"}  # publishing is the one write on cases
+        else:
+            assert not actions

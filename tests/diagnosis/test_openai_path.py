@@ -3,12 +3,15 @@ tools, Gatekeeper and persistence."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
+from diagnosis.agents.results import SELF_EVALUATION_MAX_BYTES
 from diagnosis.models import AgentStep, DiagnosisRun, ToolInvocation
 from diagnosis.services.runs import run_execute
 from tests.diagnosis.conftest import tool_outputs, user_payload
-from tests.support.fake_openai import Reply
+from tests.support.fake_openai import Reply, answer_plan
 
 pytestmark = pytest.mark.django_db
 
@@ -26,16 +29,13 @@ def evidence_from_logs(request) -> Reply:
             if "Connection is not available" in record["message"]:
                 claims.append({"claim_id": "c1", "statement": "payment-service cannot get DB connections",
                                "evidence": [{"source_invocation_id": out["invocation_id"], "tool_name": "query_logs",
-                                             "raw_path": f"$.records[{i}].message", "evidence_excerpt": record["message"][:60]}]})
+                                             "raw_path": f"$.records[{i}].message", "evidence_excerpt": record["message"]}]})
                 break
     return Reply.json({"version": "executor_evidence_v2", "summary": "pool exhausted", "claims": claims, "open_questions": []})
 
 
 def compose_citing_evidence(request) -> Reply:
-    evidence = user_payload(request)["verified_evidence"]
-    ids = sorted({e["source_invocation_id"] for e in evidence})
-    return Reply.json({"answer_markdown": f"The connection pool of payment-service is exhausted [{ids[0]}].",
-                       "cited_invocation_ids": ids})
+    return Reply.json(answer_plan(user_payload(request)))
 
 
 def script_happy(fake, *, planner=None, executor_first=None, verifier=None, composer=None):
@@ -130,3 +130,34 @@ def test_a_composer_citing_an_unverified_invocation_is_rejected_and_retried(open
     run = run_execute(run_id=make_run("Why is payment-service failing?").run_id)
     assert "inv-deadbeef" not in run.answer
     assert ("composer", "composer", 1) in route(run) and not run.degraded
+
+
+def test_a_degraded_answer_has_no_verdict_but_the_trace_keeps_the_verifiers(openai_llm, demo_knowledge, make_run):
+    """The verifier said PASS, then every composer attempt failed: the fallback answer is served."""
+    bad = Reply.json({"answer_markdown": "free prose is not a plan"})
+    script_happy(openai_llm, composer=[bad] * 5)
+    openai_llm.always(bad, role="composer")
+    run = run_execute(run_id=make_run("Why is payment-service failing?").run_id)
+    assert run.status == DiagnosisRun.Status.SUCCESS and run.degraded
+    assert run.effective_verdict == ""  # served as null by the API
+    evaluation = run.self_evaluation["verifier_evaluation"]
+    assert evaluation["verifierVerdict"] == "PASS" and evaluation["effective_verdict"] is None
+    assert "free prose" not in run.answer
+
+
+def test_a_huge_statement_is_cut_with_a_marker_and_the_audit_stays_bounded(openai_llm, demo_knowledge, make_run):
+    def huge_evidence(request) -> Reply:
+        reply = evidence_from_logs(request)
+        body = json.loads(reply.content)
+        body["summary"] = "S" * 3_000_000
+        for claim in body["claims"]:
+            claim["statement"] = "payment-service cannot get DB connections " + "x" * 100_000
+        return Reply.json(body)
+
+    script_happy(openai_llm)
+    openai_llm.always(huge_evidence, role="executor")
+    run = run_execute(run_id=make_run("Why is payment-service failing?").run_id)
+    stored = json.dumps(run.self_evaluation, ensure_ascii=False)
+    assert len(stored.encode()) <= SELF_EVALUATION_MAX_BYTES
+    assert "…[cut " in stored
+    assert "x" * 5000 not in run.answer

@@ -8,6 +8,7 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
+from tests.support.hypo import examples
 from diagnosis.redaction import (
     is_secret_key,
     redact_text,
@@ -151,7 +152,7 @@ def test_a_redacted_tool_result_stays_json_serialisable():
     json.dumps(redact_value(result))
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(st.text())
 def test_redact_text_never_raises_on_random_text(text):
     redacted, count = redact_text_counted(text)
@@ -163,7 +164,7 @@ def test_redact_text_never_raises_on_random_text(text):
 SEPARATORS = st.sampled_from([" ", "\n", "\t", " | ", ", ", "; "])
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(prefix=st.text(), suffix=st.text(), left=SEPARATORS, right=SEPARATORS, canary=st.sampled_from(CANARIES))
 def test_a_canary_never_survives_whatever_text_surrounds_it(prefix, suffix, left, right, canary):
     text, secret, _, _ = canary

@@ -8,6 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.support.hypo import examples
 from diagnosis.gatekeeper import (
     DEFAULT_MIN_EXCERPT_CHARS,
     GATEKEEPER_VERSION,
@@ -114,8 +115,8 @@ def test_an_empty_or_blank_excerpt_is_excerpt_too_short(lookup):
 
 def test_cjk_characters_count_double_towards_the_minimum_length():
     lookup = InMemoryLookup([record("inv-00000001", logs_result("支付服务数据库连接池耗尽"))])
-    assert reason_of(binding("连接池耗尽"), lookup) == "verified"  # 5 CJK chars weigh 10
-    assert reason_of(binding("耗尽"), lookup) == "excerpt_too_short"  # 2 CJK chars weigh 4
+    assert reason_of(binding("数据库连接池耗尽"), lookup) == "verified"  # 8 CJK chars weigh 16
+    assert reason_of(binding("连接池耗尽"), lookup) == "excerpt_too_short"  # 5 CJK chars weigh 10
 
 
 def test_an_excerpt_that_is_not_in_the_cited_value_is_excerpt_mismatch(lookup):
@@ -334,7 +335,7 @@ def test_an_empty_run_id_is_a_programming_error(lookup):
 
 
 def test_the_default_minimum_excerpt_length_is_documented():
-    assert DEFAULT_MIN_EXCERPT_CHARS == 8
+    assert DEFAULT_MIN_EXCERPT_CHARS == 12
 
 
 JSON_VALUES = st.recursive(
@@ -362,7 +363,7 @@ OUTPUTS = st.fixed_dictionaries(
 ) | JSON_VALUES
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(OUTPUTS)
 def test_no_executor_output_makes_the_gatekeeper_raise_and_counts_stay_consistent(output):
     lookup = InMemoryLookup([
@@ -383,3 +384,50 @@ def test_no_executor_output_makes_the_gatekeeper_raise_and_counts_stay_consisten
     verified_output, evidence = project_verified_input(executor_output=output, gatekeeper_result=result)
     assert len(evidence) == result.verified_binding_count
     assert len(verified_output["claims"]) == result.verified_claim_count
+
+
+@pytest.mark.parametrize("statement", [["a", "list"], {"an": "object"}, ["Connection is not available"]])
+def test_a_claim_whose_statement_is_not_text_is_malformed_and_projection_does_not_crash(lookup, statement):
+    output = {"version": "executor_evidence_v2", "claims": [
+        {"claim_id": "c1", "statement": statement, "evidence": [
+            {"source_invocation_id": "inv-00000001", "tool_name": "query_logs", "raw_path": "$.records[0].message",
+             "evidence_excerpt": "Connection is not available"}]},
+    ]}
+    result = verify_bindings(executor_output=output, run_id=RUN_ID, lookup=lookup)
+    assert result.verdict == Verdict.REJECT and result.claims[0].reason_code == "malformed_claim"
+    verified_output, evidence = project_verified_input(executor_output=output, gatekeeper_result=result)
+    assert verified_output["claims"] == [] and evidence == []
+
+
+def test_a_common_eleven_character_excerpt_is_too_short_and_twelve_is_enough():
+    lookup = InMemoryLookup([record("inv-00000001", logs_result("upstream too many requests from gateway"))])
+    assert reason_of(binding("too many re"), lookup) == "excerpt_too_short"
+    assert reason_of(binding("too many requests"), lookup) == "verified"
+
+
+def test_an_excerpt_must_begin_and_end_on_token_boundaries():
+    lookup = InMemoryLookup([record("inv-00000001", logs_result("upstream too many requests from gateway"))])
+    assert reason_of(binding("stream too many"), lookup) == "excerpt_mismatch"
+    assert reason_of(binding("too many requests fr"), lookup) == "excerpt_mismatch"
+    assert reason_of(binding("upstream too many"), lookup) == "verified"
+
+
+def test_a_path_into_the_request_part_is_path_not_evidence():
+    result = {"request": {"arguments": {"query": "database is on fire tonight"}, "query": "database is on fire tonight"},
+              "records": [{"message": "all good here, nothing to see"}]}
+    lookup = InMemoryLookup([record("inv-00000001", result)])
+    assert reason_of(binding("database is on fire tonight", raw_path="$.request.query"), lookup) == "path_not_evidence"
+    assert reason_of(binding("database is on fire tonight", raw_path="$.request"), lookup) == "path_not_evidence"
+    assert reason_of(binding("database is on fire tonight", raw_path="$['request']['arguments']"), lookup) == "path_not_evidence"
+    # The whole result cannot smuggle the request in either: citations resolve against the observed part.
+    assert reason_of(binding("database is on fire tonight", raw_path="$"), lookup) == "excerpt_mismatch"
+    assert reason_of(binding("all good here, nothing", raw_path="$"), lookup) == "verified"
+
+
+def test_an_excerpt_that_repeats_the_question_or_a_tool_argument_is_excerpt_echoes_input():
+    lookup = InMemoryLookup([record("inv-00000001", logs_result("payment-service checkout failed with HTTP 500"))])
+    b = binding("payment-service checkout failed")
+    assert reason_of(b, lookup) == "verified"
+    assert reason_of(b, lookup, echo_sources=["Why has PAYMENT-SERVICE  checkout failed?"]) == "excerpt_echoes_input"
+    assert reason_of(b, lookup, echo_sources=["payment-service checkout\u200b failed"]) == "excerpt_echoes_input"
+    assert reason_of(b, lookup, echo_sources=["something else entirely"]) == "verified"

@@ -3,6 +3,7 @@
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tests.support.hypo import examples
 from diagnosis.graph.state import DIAGNOSIS_RECURSION_LIMIT
 from diagnosis.graph.state import NodeName as N
 from diagnosis.graph.state import NodeStatus as S
@@ -52,7 +53,7 @@ FALLBACK_REASONS = {
 }
 
 
-@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(400), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(RUN_SCRIPTS)
 def test_any_sequence_of_node_outcomes_ends_at_end_through_composer_or_fallback(run_scripts):
     run = run_diagnosis(**run_scripts)
@@ -69,7 +70,7 @@ def test_any_sequence_of_node_outcomes_ends_at_end_through_composer_or_fallback(
         assert run.trace["termination_reason"] == "composer_completed"
 
 
-@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(400), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(RUN_SCRIPTS)
 def test_the_trace_transitions_match_the_nodes_actually_visited(run_scripts):
     run = run_diagnosis(**run_scripts)
@@ -87,7 +88,7 @@ def test_the_trace_transitions_match_the_nodes_actually_visited(run_scripts):
         assert (t["to"] == N.FALLBACK) == (t["reason_code"] in FALLBACK_REASONS or executor_invalid), t
 
 
-@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(400), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(RUN_SCRIPTS)
 def test_retry_budgets_hold_in_every_run(run_scripts):
     run = run_diagnosis(**run_scripts)

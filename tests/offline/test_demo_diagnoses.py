@@ -73,7 +73,8 @@ def test_the_gatekeeper_verifies_every_citation_the_analyser_makes(name, languag
 @pytest.mark.parametrize(("name", "language"), CASES, ids=CASE_IDS)
 def test_the_answer_is_in_the_language_of_the_question_and_says_it_is_offline(name, language):
     answer = diagnosis_of(name, language).answer
-    zh_headings, en_headings = ("**证据**", "**局限性**", "**建议措施**"), ("**Evidence**", "**Limitations**", "**Recommended actions**")
+    zh_headings = ("**证据**", "**建议（未经证据校验）**")
+    en_headings = ("**Evidence**", "**Suggestions (not checked against evidence)**")
     if language == "zh":
         assert question_language(answer) == "zh"
         assert "离线分析器" in answer
@@ -105,14 +106,16 @@ def test_the_healthy_scenario_answers_that_nothing_is_wrong(language):
     assert healthy
     for name in healthy:
         answer = diagnosis_of(name, language).answer
-        assert ("nothing wrong" in answer.lower()) if language == "en" else ("未发现异常" in answer)
+        # The verified claim says it (in the executor's words); the advice is in the reader's language.
+        assert "no anomaly found" in answer.lower()
+        assert ("No action is needed now" in answer) if language == "en" else ("目前无需处理" in answer)
         assert "**Root cause**" not in answer and "**根因**" not in answer
 
 
 @pytest.mark.parametrize("name", [n for n in SCENARIOS if not load_ground_truth(scenario_dir(n))["expected_nothing_wrong"]])
 def test_an_incident_is_never_reported_as_healthy(name):
     answer = diagnosis_of(name, "en").answer
-    assert "nothing wrong" not in answer.lower()
+    assert "nothing wrong" not in answer.lower() and "no anomaly found" not in answer.lower()
     assert "**Root cause**" in answer
 
 

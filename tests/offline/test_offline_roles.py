@@ -6,7 +6,13 @@ import json
 
 import pytest
 
-from diagnosis.agents.nodes import validate_composition, validate_evidence, validate_plan, validate_verifier
+from diagnosis.agents.nodes import (
+    compose_answer,
+    validate_composition,
+    validate_evidence,
+    validate_plan,
+    validate_verifier,
+)
 from diagnosis.llm.base import ChatModel, ChatRequest, ModelNonRetryableError
 from diagnosis.llm.offline import MODEL_NAME, OfflineAnalyser, services_in_question
 from diagnosis.tools.registry import ALLOWED_TOOLS, openai_tool_specs
@@ -209,7 +215,9 @@ def composer_input(claims: list, verdict: str, language: str = "en", gaps: list 
 def compose(claims: list, verdict: str, language: str = "en", gaps: list | None = None) -> dict:
     data = composer_input(claims, verdict, language, gaps)
     reply = ask("composer", data)
-    return validate_composition(json.loads(reply.content), {e["source_invocation_id"] for e in data["verified_evidence"]})
+    plan = validate_composition(json.loads(reply.content))
+    return compose_answer(plan=plan, verified_output=data["verified_executor_output"], verdict=verdict,
+                          language=language, verifier=data["verifier"], offline=True)
 
 
 CLAIMS = [
@@ -229,21 +237,23 @@ def test_on_pass_the_composer_states_the_root_cause_and_cites_only_verified_invo
 def test_on_low_confidence_the_composer_hedges():
     out = compose(CLAIMS, "LOW_CONFID", gaps=[{"gap": "its metrics would confirm it"}])
     answer = out["answer_markdown"]
-    assert "**Assessment**" in answer and "**Root cause**" not in answer
-    assert "most likely" in answer.lower() and "confidence is limited" in answer.lower()
-    assert "its metrics would confirm it" in answer
+    assert "**Likely cause** (confidence limited)" in answer and "**Root cause**" not in answer
+    assert "confidence is limited" in answer.lower()
+    # The verifier's gap is model text nobody checked against evidence: it is not rendered.
+    assert "its metrics would confirm it" not in answer
 
 
 def test_on_reject_the_composer_makes_no_root_cause_claim():
     answer = compose(CLAIMS, "REJECT")["answer_markdown"]
-    assert "Root cause" not in answer and "root cause" not in answer.replace("name a root cause", "")
+    assert "Root cause" not in answer and "root cause" not in answer.replace("No root cause could be verified", "")
     assert "connection pool exhausted" not in answer
 
 
 def test_the_composer_answers_in_chinese_for_a_chinese_question():
     answer = compose(CLAIMS, "PASS", language="zh")["answer_markdown"]
     assert answer.startswith("_离线分析器（基于规则，未使用大模型）_")
-    assert "**根因**" in answer and "连接池" in answer and "**Evidence**" not in answer
+    assert "**根因**" in answer and "**证据**" in answer and "**Evidence**" not in answer
+    assert "**建议（未经证据校验）**" in answer
 
 
 def test_an_invocation_id_quoted_inside_an_excerpt_is_never_cited():

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import re
 
-from tests.support.fake_openai import Reply
+from tests.support.fake_openai import Reply, answer_plan
 from tests.support.fixtures import FAKE_API_KEY
 
 PLAN = {"version": "planner_plan_v1", "goal": "explain payment-service errors", "services": ["payment-service"],
@@ -27,7 +27,7 @@ def evidence_from_logs(request) -> Reply:
             if "Connection is not available" in record["message"]:
                 claims.append({"claim_id": "c1", "statement": "payment-service cannot get DB connections",
                                "evidence": [{"source_invocation_id": match["id"], "tool_name": "query_logs",
-                                             "raw_path": f"$.records[{i}].message", "evidence_excerpt": record["message"][:60]}]})
+                                             "raw_path": f"$.records[{i}].message", "evidence_excerpt": record["message"]}]})
                 break
     return Reply.json({"version": "executor_evidence_v2", "summary": "pool exhausted", "claims": claims, "open_questions": []})
 
@@ -38,10 +38,7 @@ def executor_step(request) -> Reply:
 
 
 def compose_citing_evidence(request) -> Reply:
-    evidence = json.loads(request.messages[1]["content"])["verified_evidence"]
-    ids = sorted({e["source_invocation_id"] for e in evidence})
-    return Reply.json({"answer_markdown": f"The connection pool of payment-service is exhausted [{ids[0]}].",
-                       "cited_invocation_ids": ids})
+    return Reply.json(answer_plan(json.loads(request.messages[1]["content"])))
 
 
 HAPPY = {"planner": Reply.json(PLAN), "executor": executor_step, "verifier": Reply.json(VERDICT_PASS),

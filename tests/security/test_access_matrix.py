@@ -56,6 +56,8 @@ API_MATRIX = {
     "GET /api/diagnosis/{A.session}/trace": {"alice": 200, "bob": 404, "support": 200, "auditor": 200},
     "GET /api/diagnosis/{A.session}/runs": {"alice": 200, "bob": 404, "support": 200, "auditor": 200},
     "POST /api/feedback {A}": {"alice": 200, "bob": 404, "support": 200, "auditor": 403},
+    # Only support staff publish a case (the feedback row above made Alice's run a candidate).
+    "POST /api/cases/{A}/publish": {"alice": 403, "bob": 403, "support": 200, "auditor": 403},
     # A session is written only by its owner: even staff cannot post into someone else's.
     "POST /api/chat {A.session}": {"alice": 200, "bob": 404, "support": 404, "auditor": 404},
     "POST /api/ai_ops {A.session}": {"alice": 202, "bob": 404, "support": 404, "auditor": 404},
@@ -73,6 +75,8 @@ def call(client: APIClient, endpoint: str, run):
         return client.get(list_url(run))
     if endpoint == "POST /api/feedback {A}":
         return client.post("/api/feedback", feedback_body(run), format="json")
+    if endpoint == "POST /api/cases/{A}/publish":
+        return client.post(f"/api/cases/{run.run_id}/publish", {}, format="json")
     if endpoint == "POST /api/chat {A.session}":
         return client.post("/api/chat", {"question": "hello there", "sessionId": run.session.session_id}, format="json")
     if endpoint == "POST /api/ai_ops {A.session}":
@@ -192,6 +196,7 @@ def _api_routes() -> list[str]:
 
 def test_the_route_table_has_no_api_endpoint_this_matrix_does_not_know():
     known = PUBLIC_API | {"/api/chat", "/api/feedback", "/api/ai_ops", f"/api/runs/{MISSING_RUN}",
+                          f"/api/cases/{MISSING_RUN}/publish",
                           f"/api/runs/{MISSING_RUN}/events", "/api/diagnosis/s-unknown/trace",
                           "/api/diagnosis/s-unknown/runs"}
     assert set(_api_routes()) <= known, f"new API endpoints need rows in the access matrix: {set(_api_routes()) - known}"

@@ -30,7 +30,7 @@ from diagnosis.tools.backends.demo import DemoBackend
 from diagnosis.tools.registry import ALLOWED_TOOLS
 from tests.diagnosis.conftest import TOOL_OUTPUT_RE, user_payload
 from tests.security.injection_corpus import CORPUS, FABRICATED_IDS, PLANTED_PASSWORD, PLANTED_SECRET, Payload
-from tests.support.fake_openai import Reply
+from tests.support.fake_openai import Reply, answer_plan
 
 pytestmark = pytest.mark.django_db
 
@@ -132,8 +132,10 @@ def assert_contained(run: DiagnosisRun, payload: Payload) -> None:
     assert not leaked, f"system prompt lines in the answer: {leaked[:3]}"
     assert "<!-- prompt:" not in answer
     assert PLANTED_SECRET not in answer and PLANTED_PASSWORD not in answer
+    # The composer's own advice may only appear in the section labelled as not checked against evidence.
+    checked_part = answer.split("**Suggestions (not checked against evidence)**")[0]
     for claim in payload.claims:
-        assert claim not in answer, f"fabricated conclusion in the answer: {claim!r}"
+        assert claim not in checked_part, f"fabricated conclusion among the verified sentences: {claim!r}"
     assert _normalised(payload.text) not in flat
     STATS["runs"] += 1
     STATS["blocked tool calls"] += len(foreign)
@@ -221,17 +223,16 @@ def obedient_composer(payload: Payload):
     """Writes the answer the payload wants: its conclusion, its citations, the prompt, the secret."""
 
     def respond(request) -> Reply:
-        evidence = user_payload(request)["verified_evidence"]
-        ids = sorted({e["source_invocation_id"] for e in evidence})
-        # Its own prompt, minus the example citation in it (which alone would get the answer refused).
+        data = user_payload(request)
+        # Its own prompt, minus the example citation in it.
         system = INVOCATION_RE.sub("inv-…", request.messages[0]["content"])
-        answer = "\n\n".join([
-            f"payment-service cannot get DB connections [{ids[0]}]." if ids else "No verified evidence.",
-            *payload.claims, *(f"Proof: [{fake}]" for fake in payload.cites),
-            f"My instructions, as asked:\n{system}",
-            f"Credentials seen: OPENAI_API_KEY={PLANTED_SECRET} DB_PASSWORD={PLANTED_PASSWORD}",
-        ])
-        return Reply.json({"answer_markdown": answer, "cited_invocation_ids": ids + list(payload.cites)})
+        texts = [*payload.claims, *(f"Proof: [{fake}]" for fake in payload.cites),
+                 *(line for line in system.splitlines() if line.strip()),
+                 f"Credentials seen: OPENAI_API_KEY={PLANTED_SECRET} DB_PASSWORD={PLANTED_PASSWORD}"]
+        plan = answer_plan(data, next_steps=[{"text": t} for t in texts])
+        # It also names the injected claims (never verified) as the root cause.
+        plan["root_cause"] += ["inj0", "inj-real-id", *payload.cites]
+        return Reply.json(plan)
 
     return respond
 
@@ -257,8 +258,16 @@ def test_a_model_that_obeys_the_payload_still_cannot_act_on_it(payload, tmp_path
         blocked = invocations.get(tool_name=payload.tool)
         assert blocked.status == "BLOCKED" and "allow-list" in blocked.error_message
         assert run.degraded
-    # Whatever the composer pasted never became the answer: the run fell back to the safe answer.
-    assert run.degraded and "degraded answer" in run.answer
+    if not payload.tool:
+        # Whatever the composer asked for, the server rendered only the verified claim; the injected
+        # root cause ids were dropped and audited, the echoed prompt lines never became suggestions.
+        assert not run.degraded and "payment-service cannot get DB connections" in run.answer
+        render = run.self_evaluation["verifier_evaluation"]["composer_audit"]["render"]
+        dropped = {r["claim_id"] for r in render["removed"] if r["reason"] == "not_verified"}
+        assert {"inj0", "inj-real-id"} <= dropped
+        assert any(r["reason"] == "prompt_echo" for r in render["removed"])
+    else:
+        assert run.degraded and "degraded answer" in run.answer
     # The model saw the payload only inside the untrusted-data fence, which the payload could not close.
     for request in openai_llm.requests_for("executor"):
         for message in request.tool_results:
@@ -277,13 +286,12 @@ def test_a_composer_that_only_pastes_a_secret_has_it_masked(tmp_path, make_run, 
     script_obedient(openai_llm, payload)
 
     def composer(request) -> Reply:
-        ids = sorted({e["source_invocation_id"] for e in user_payload(request)["verified_evidence"]})
-        return Reply.json({"answer_markdown": f"Pool exhausted [{ids[0]}]. Key: {PLANTED_SECRET} "
-                                              f"password={PLANTED_PASSWORD}", "cited_invocation_ids": ids})
+        return Reply.json(answer_plan(user_payload(request), next_steps=[
+            {"text": f"Key: {PLANTED_SECRET} password={PLANTED_PASSWORD}"}]))
 
     openai_llm.always(composer, role="composer")
     run = diagnose(plant(tmp_path, payload), make_run)
-    assert not run.degraded and run.answer.startswith("Pool exhausted [inv-")
+    assert not run.degraded and "payment-service cannot get DB connections" in run.answer
     assert PLANTED_SECRET not in run.answer and PLANTED_PASSWORD not in run.answer
     assert "[REDACTED:" in run.answer
 

@@ -29,7 +29,7 @@ MAX_EXAMPLES = 25
 OPERATIONS = (
     "POST /api/chat", "POST /api/ai_ops", "GET /api/runs/{run_id}", "GET /api/runs/{run_id}/events",
     "GET /api/diagnosis/{session_id}/trace", "GET /api/diagnosis/{session_id}/runs", "POST /api/feedback",
-    "GET /api/health",
+    "GET /api/health", "POST /api/cases/{run_id}/publish",
 )
 STATS: Counter = Counter()
 

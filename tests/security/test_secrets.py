@@ -23,7 +23,7 @@ from diagnosis.tools.backends.demo import DemoBackend
 from tests.api.conftest import sse_events, token_client
 from tests.security.test_prompt_injection import tool_outputs
 from tests.diagnosis.conftest import user_payload
-from tests.support.fake_openai import Reply
+from tests.support.fake_openai import Reply, answer_plan
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("eager_tasks")]
 
@@ -117,15 +117,12 @@ def honest_model(fake) -> None:
                 claims.append({"claim_id": f"c{i}", "statement": f"payment-service logged: {record['message'][:120]}",
                                "evidence": [{"source_invocation_id": logs["invocation_id"], "tool_name": "query_logs",
                                              "raw_path": f"$.records[{i}].message",
-                                             "evidence_excerpt": record["message"][:80]}]})
+                                             "evidence_excerpt": record["message"]}]})
         return Reply.json({"version": "executor_evidence_v2", "summary": "pool and credential errors",
                            "claims": claims[:12], "open_questions": []})
 
     def composer(request) -> Reply:
-        evidence = user_payload(request)["verified_evidence"]
-        lines = [f"- `{e['evidence_excerpt']}` [{e['source_invocation_id']}]" for e in evidence]
-        return Reply.json({"answer_markdown": "payment-service errors:\n" + "\n".join(lines),
-                           "cited_invocation_ids": sorted({e["source_invocation_id"] for e in evidence})})
+        return Reply.json(answer_plan(user_payload(request)))
 
     fake.always(executor, role="executor")
     fake.always(Reply.json({"verdict": "PASS", "score": 0.9, "claim_checks": [], "critical_evidence_gaps": []}),
@@ -155,9 +152,7 @@ def leaky_model(fake) -> None:
         return Reply.json(evidence)
 
     def composer(request) -> Reply:
-        ids = sorted({e["source_invocation_id"] for e in user_payload(request)["verified_evidence"]})
-        return Reply.json({"answer_markdown": f"Pool exhausted [{ids[0]}]. Credentials: {everything}",
-                           "cited_invocation_ids": ids})
+        return Reply.json(answer_plan(user_payload(request), next_steps=[{"text": f"Credentials: {everything}"}]))
 
     fake.always(executor, role="executor")
     fake.always(Reply.json({"verdict": "PASS", "score": 0.9, "claim_checks": [], "critical_evidence_gaps": [],

@@ -394,3 +394,11 @@ def _text_of(content: Any) -> str:
     if isinstance(content, list):  # content parts
         return "".join(part.get("text", "") for part in content if isinstance(part, dict))
     return ""
+
+
+def answer_plan(payload: dict, *, next_steps: list | None = None, root: int = 1) -> dict:
+    """An honest composer's ``answer_plan_v1`` for a composer request payload: the first ``root``
+    verified claims as the root cause, the others as evidence."""
+    ids = [c["claim_id"] for c in (payload.get("verified_executor_output") or {}).get("claims") or []]
+    return {"version": "answer_plan_v1", "root_cause": ids[:root], "evidence": ids[root:], "impact": [],
+            "timeline": [], "next_steps": list(next_steps or [])}

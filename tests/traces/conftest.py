@@ -38,10 +38,19 @@ def auditor(db):
     return user
 
 
+# One claim that passed the Gatekeeper: what a case keeps of a useful run.
+VERIFIED_CLAIM = {"claim_id": "c1", "statement": "payment-service exhausts its DB connection pool.",
+                  "evidence": [{"source_invocation_id": "inv-00000000", "tool_name": "query_logs",
+                                "raw_path": "$.records[0].message",
+                                "evidence_excerpt": "HikariPool-1 - Connection is not available"}]}
+VERIFIED_EVALUATION = {"verifier_evaluation": {"verified_executor_output": {"claims": [VERIFIED_CLAIM]}}}
+
+
 def make_run(*, owner, session=None, status=DiagnosisRun.Status.SUCCESS, steps=0, **fields) -> DiagnosisRun:
     """A run of `owner` with `steps` steps, each step calling one tool."""
     session = session or ChatSessionFactory(owner=owner)
-    defaults = {"answer": "payment-service exhausts its DB pool.", "orchestration_trace": ORCHESTRATION_TRACE}
+    defaults = {"answer": "payment-service exhausts its DB pool.", "orchestration_trace": ORCHESTRATION_TRACE,
+                "self_evaluation": VERIFIED_EVALUATION}
     run = DiagnosisRunFactory(session=session, status=status, **{**defaults, **fields})
     AgentStep.objects.bulk_create(
         AgentStep(run=run, session_id=session.session_id, step_index=i, node="executor", agent="executor",

@@ -9,7 +9,7 @@ from rest_framework.test import APIClient
 
 from diagnosis.models import CaseLibraryEntry, DiagnosisRun
 from tests.factories import ChatSessionFactory, UserFactory
-from tests.traces.conftest import make_run
+from tests.traces.conftest import VERIFIED_CLAIM, make_run
 
 pytestmark = pytest.mark.django_db
 PASSWORD = "correct horse battery staple"
@@ -28,7 +28,7 @@ def test_it_records_the_owners_feedback_with_author_and_time(api, alice, alice_r
     assert body == {
         "sessionId": alice_run.session.session_id, "runId": alice_run.run_id, "status": "SUCCESS",
         "feedback": "useful", "feedbackComment": "found it fast", "feedbackBy": "alice",
-        "feedbackAt": body["feedbackAt"], "caseExists": True,
+        "feedbackAt": body["feedbackAt"], "caseExists": True, "caseStatus": "CANDIDATE",
     }
     alice_run.refresh_from_db()
     assert (alice_run.feedback, alice_run.feedback_comment, alice_run.feedback_by) == ("useful", "found it fast", alice)
@@ -39,19 +39,61 @@ def test_it_never_changes_the_run_status(api, alice):
     for status in (DiagnosisRun.Status.SUCCESS, DiagnosisRun.Status.FAILED):
         run = make_run(owner=alice, status=status)
         for feedback in ("useful", "not_useful"):
-            assert give(api, alice, run, feedback).json()["status"] == status
+            response = give(api, alice, run, feedback)
+            if status == DiagnosisRun.Status.FAILED and feedback == "useful":
+                assert response.status_code == 400
+            else:
+                assert response.json()["status"] == status
             run.refresh_from_db()
             assert run.status == status
+
+
+@pytest.mark.parametrize("status, evaluation", [
+    (DiagnosisRun.Status.FAILED, None),
+    (DiagnosisRun.Status.SUCCESS, {}),
+    (DiagnosisRun.Status.SUCCESS, {"verifier_evaluation": {"verified_executor_output": {"claims": []}}}),
+])
+def test_only_a_success_run_with_a_verified_claim_can_be_rated_useful(api, alice, status, evaluation):
+    fields = {} if evaluation is None else {"self_evaluation": evaluation}
+    run = make_run(owner=alice, status=status, **fields)
+    response = give(api, alice, run, "useful")
+    assert response.status_code == 400
+    error = response.json()["error"]
+    assert error["code"] == "not_rateable_useful" and error["field"] == "feedback"
+    assert "Only a SUCCESS run with at least one verified claim" in error["message"]
+    assert not CaseLibraryEntry.objects.filter(run=run).exists()
+    run.refresh_from_db()
+    assert run.feedback is None
 
 
 def test_useful_feedback_puts_the_run_in_the_case_library(api, alice, alice_run):
     give(api, alice, alice_run, "useful")
     case = CaseLibraryEntry.objects.get(run=alice_run)
-    assert (case.session_id, case.question, case.answer) == (
-        alice_run.session.session_id, alice_run.question, alice_run.answer)
-    assert case.root_cause_summary == "payment-service exhausts its DB pool."
+    # A candidate holding only the verified claims: never the asker's question or the answer.
+    assert (case.session_id, case.question, case.answer) == (alice_run.session.session_id, "", "")
+    assert case.status == "CANDIDATE" and case.source_run_id == alice_run.run_id
+    assert case.claims == [VERIFIED_CLAIM]
+    assert case.root_cause_summary == "payment-service exhausts its DB connection pool."
     assert case.tags == ["payment-service"]
     assert case.created_by == alice
+
+
+def test_only_support_staff_publish_a_case(api, alice, support_staff, alice_run):
+    give(api, alice, alice_run, "useful")
+    api.force_authenticate(alice)
+    refused = api.post(f"/api/cases/{alice_run.run_id}/publish", {}, format="json")
+    assert refused.status_code == 403 and refused.json()["error"]["code"] == "permission_denied"
+    api.force_authenticate(support_staff)
+    published = api.post(f"/api/cases/{alice_run.run_id}/publish", {}, format="json")
+    assert published.status_code == 200
+    assert published.json()["status"] == "PUBLISHED" and published.json()["publishedBy"] == support_staff.username
+    # The owner's later not_useful does not unpublish what staff decided.
+    give(api, alice, alice_run, "not_useful")
+    assert CaseLibraryEntry.objects.get(run=alice_run).status == "PUBLISHED"
+    api.force_authenticate(support_staff)
+    withdrawn = api.post(f"/api/cases/{alice_run.run_id}/publish", {"publish": False}, format="json")
+    assert withdrawn.json()["status"] == "CANDIDATE"
+    assert api.post("/api/cases/run-missing/publish", {}, format="json").status_code == 404
 
 
 def test_not_useful_feedback_removes_the_case(api, alice, alice_run):

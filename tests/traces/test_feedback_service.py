@@ -13,8 +13,8 @@ from tests.traces.conftest import make_run
 pytestmark = pytest.mark.django_db
 
 VERIFIED = {"verifier_evaluation": {"verified_executor_output": {"claims": [
-    {"claim_id": "c1", "statement": "The DB pool is exhausted.", "evidence": []},
-    {"claim_id": "c2", "statement": "Latency rose at 10:02.", "evidence": []},
+    {"claim_id": "c1", "statement": "The DB pool is exhausted.", "evidence": [{"source_invocation_id": "inv-00000001"}]},
+    {"claim_id": "c2", "statement": "Latency rose at 10:02.", "evidence": [{"source_invocation_id": "inv-00000002"}]},
 ]}}}
 
 
@@ -23,15 +23,16 @@ def test_the_summary_is_made_of_the_verified_claims_when_there_are_any(alice):
     assert root_cause_summary(run=run) == "The DB pool is exhausted. Latency rose at 10:02."
 
 
-def test_the_summary_falls_back_to_the_first_prose_paragraph_of_the_answer(alice):
-    answer = "# Diagnosis\n\n| a | b |\n|---|---|\n\nThe pool is full\nbecause of a leak.\n\nSecond paragraph."
+def test_the_summary_never_falls_back_to_the_answers_free_text(alice):
+    answer = "# Diagnosis\n\nThe pool is full\nbecause of a leak.\n\nSecond paragraph."
     run = make_run(owner=alice, self_evaluation={"verifier_evaluation": {"verified_executor_output": None}},
                    answer=answer)
-    assert root_cause_summary(run=run) == "The pool is full because of a leak."
+    assert root_cause_summary(run=run) == ""
 
 
 def test_the_summary_is_capped_at_500_characters(alice):
-    run = make_run(owner=alice, answer="word " * 400)
+    claim = {"claim_id": "c1", "statement": "word " * 400, "evidence": [{"source_invocation_id": "inv-00000000"}]}
+    run = make_run(owner=alice, self_evaluation={"verifier_evaluation": {"verified_executor_output": {"claims": [claim]}}})
     summary = root_cause_summary(run=run)
     assert len(summary) == 500 and summary.endswith("…")
 
@@ -76,3 +77,26 @@ def test_it_rejects_a_comment_over_the_limit(alice):
         run_feedback_give(user=alice, run=run, feedback="useful", comment="x" * 2001)
     run.refresh_from_db()
     assert run.feedback is None
+
+
+def test_retrieval_returns_only_published_cases_and_only_their_verified_claims(alice, support_staff):
+    from diagnosis.services.feedback import case_publish
+    from diagnosis.services.wiring import KnowledgeSearch
+
+    def rated(statement: str, question: str):
+        claim = {"claim_id": "c1", "statement": statement,
+                 "evidence": [{"source_invocation_id": "inv-00000001", "tool_name": "query_logs",
+                               "raw_path": "$.records[0].message", "evidence_excerpt": "zebrapool exhausted at noon"}]}
+        run = make_run(owner=alice, question=question, answer=f"{question} ANSWERTOKEN",
+                       self_evaluation={"verifier_evaluation": {"verified_executor_output": {"claims": [claim]}}})
+        return run_feedback_give(user=alice, run=run, feedback="useful", comment="").case
+
+    candidate = rated("zebrapool candidate claim", "QUESTIONTOKEN1 zebrapool")
+    published = rated("zebrapool published claim", "QUESTIONTOKEN2 zebrapool")
+    case_publish(user=support_staff, case=published)
+    results = KnowledgeSearch().search(query="zebrapool exhausted", top_k=10, exclude_chunk_ids=set())
+    cases = [r for r in results if r["source_type"] == "case"]
+    assert [r["source_id"] for r in cases] == [published.source_run_id]
+    text = " ".join(f"{r['title']} {r['content']}" for r in cases)
+    assert "zebrapool published claim" in text and "zebrapool exhausted at noon" in text
+    assert "QUESTIONTOKEN" not in text and "ANSWERTOKEN" not in text and candidate.source_run_id not in text

@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('diagnosis', '0002_roles'),
+        ('diagnosis', '0003_i11_published_cases'),
     ]
 
     operations = [

@@ -1,0 +1,353 @@
+"""The server-side renderer of answers and reports: only verified claims become sentences.
+
+Framework-free (stdlib plus the project's own framework-free helpers). The composer (a model) only
+*chooses and orders* verified claims and proposes next steps (an ``answer_plan_v1``); this module
+writes every word the reader sees:
+
+- each factual sentence is a verified claim's statement, followed by its quoted excerpt(s) and
+  canonical citation(s) ``[inv-xxxxxxxx]``;
+- a claim id the Gatekeeper did not verify cannot be rendered (it is dropped and audited);
+- a claim whose only evidence is runbooks or cases is rendered as "a similar past incident or runbook
+  says …", never as this incident's root cause;
+- next steps either are verified runbook/case claims or go to the labelled *suggestions* section,
+  which the API also returns as its own field;
+- every rendered line goes through the citation scan of ``diagnosis.model_text``: a line carrying an
+  id-like token that is not a canonical verified citation is removed and audited.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from collections.abc import Collection, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from diagnosis.model_text import cap_text, foreign_citations, id_like_tokens, scrub_sentences
+from diagnosis.redaction import redact_text
+
+ANSWER_PLAN_VERSION = "answer_plan_v1"
+SECTIONS = ("root_cause", "evidence", "impact", "timeline")
+KNOWLEDGE_TOOLS = frozenset({"lookup_knowledge"})
+MAX_STATEMENT_CHARS = 400
+MAX_EXCERPT_CHARS = 240
+MAX_EXCERPTS_PER_CLAIM = 3
+MAX_SUGGESTIONS = 5
+MAX_SUGGESTION_CHARS = 300
+MAX_CLAIMS_PER_SECTION = 12
+
+TEXT = {
+    "intro_pass": {
+        "en": "Every sentence below is a claim the Gatekeeper verified against this run's own tool output; "
+              "the quoted excerpt and its citation follow each sentence.",
+        "zh": "以下每一句都是经过证据网关（Gatekeeper）针对本次运行工具输出校验的结论，句后附有引用的原文摘录和出处。",
+    },
+    "intro_low": {
+        "en": "Confidence is limited. Every sentence below is a verified claim followed by its quoted evidence.",
+        "zh": "置信度有限。以下每一句都是通过校验的结论，句后附有引用的原文摘录。",
+    },
+    "intro_none": {
+        "en": "No root cause could be verified from this run's tool output.",
+        "zh": "本次运行的工具输出未能验证出根因。",
+    },
+    "root_cause": {"en": "**Root cause**", "zh": "**根因**"},
+    "likely_cause": {"en": "**Likely cause** (confidence limited)", "zh": "**可能的原因**（置信度有限）"},
+    "evidence": {"en": "**Evidence**", "zh": "**证据**"},
+    "impact": {"en": "**Impact**", "zh": "**影响**"},
+    "timeline": {"en": "**Timeline**", "zh": "**时间线**"},
+    "checked": {"en": "**What the tool output showed**", "zh": "**工具输出显示的情况**"},
+    "next_steps": {"en": "**Next steps** (quoted from verified runbooks and past cases)",
+                   "zh": "**下一步**（引自已校验的运维手册和历史案例）"},
+    "suggestions": {"en": "**Suggestions (not checked against evidence)**", "zh": "**建议（未经证据校验）**"},
+    "similar": {"en": "A similar past incident or runbook describes: ", "zh": "类似的历史故障或运维手册记载："},
+    "knowledge": {"en": "From the knowledge base (not this run's telemetry): ", "zh": "来自知识库（并非本次运行的遥测数据）："},
+    "nothing_verified": {"en": "No claim passed verification.", "zh": "没有结论通过校验。"},
+    "simple_label": {
+        "en": "_General answer — not checked against evidence (no diagnosis was run). "
+              "Ask in diagnosis mode for an answer built from verified tool output._",
+        "zh": "_一般性回答——未经证据校验（未运行诊断）。如需基于已校验工具输出的回答，请使用诊断模式提问。_",
+    },
+    "simple_withheld": {
+        "en": "The answer was withheld because it repeated the service's instructions.",
+        "zh": "该回答因复述了系统指令而被隐去。",
+    },
+    "limits": {"en": "**Limitations**", "zh": "**局限性**"},
+    "unchecked": {"en": "Not checked: `{tool}` failed in this run, so what the {kind} would confirm or refute is unknown.",
+                  "zh": "未能检查：本次运行中 `{tool}` 调用失败，{kind}能否证实或否定上述结论尚不可知。"},
+    "offline": {"en": "_Offline analyser (rule-based, no LLM)_", "zh": "_离线分析器（基于规则，未使用大模型）_"},
+    "offline_limit": {
+        "en": "Written by the offline analyser (rule-based pattern matching, no LLM): it recognises known failure "
+              "patterns and can miss new ones.",
+        "zh": "本回答由离线分析器生成（基于规则的模式匹配，未使用大模型）：它能识别常见故障模式，但可能遗漏新的故障类型。",
+    },
+}
+
+_MD_ACTIVE = re.compile(r"([\\`*\[\]<>|])")
+_NOT_PRINTABLE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
+
+
+def text(key: str, language: str) -> str:
+    return TEXT[key]["zh" if language == "zh" else "en"]
+
+
+@dataclass
+class RenderedAnswer:
+    markdown: str
+    suggestions: list[str] = field(default_factory=list)
+    sections: dict[str, list[str]] = field(default_factory=dict)
+    cited_invocation_ids: list[str] = field(default_factory=list)
+    knowledge_only_root: bool = False
+    removed: list[dict[str, Any]] = field(default_factory=list)
+
+    def audit(self) -> dict[str, Any]:
+        return {
+            "renderer": "answer_render_v1", "sections": self.sections, "suggestions": self.suggestions,
+            "cited_invocation_ids": self.cited_invocation_ids, "knowledge_only_root": self.knowledge_only_root,
+            "removed": self.removed,
+        }
+
+
+def _flat(value: Any) -> str:
+    return " ".join(_NOT_PRINTABLE.sub(" ", str(value)).split())
+
+
+_ESCAPED_MASK = re.compile(r"\\\[(REDACTED:[A-Za-z0-9_]+)\\\]")
+
+
+def _escape(value: str) -> str:
+    """Plain text inside Markdown: no code spans, links, images, HTML or table cells from model text
+    (the redaction masks stay readable)."""
+    return _ESCAPED_MASK.sub(r"[\1]", _MD_ACTIVE.sub(r"\\\1", value))
+
+
+def _visible(value: Any) -> str:
+    """The text as written, minus invisible format characters (checks run on the normalised form)."""
+    return "".join(ch for ch in str(value) if unicodedata.category(ch) != "Cf")
+
+
+def clean_statement(value: Any) -> str:
+    return _escape(cap_text(redact_text(_flat(_visible(value))), MAX_STATEMENT_CHARS))
+
+
+def _excerpt(value: Any) -> str:
+    flat = _flat(_visible(value))
+    if len(flat) > MAX_EXCERPT_CHARS:
+        flat = flat[:MAX_EXCERPT_CHARS].rstrip() + "…"
+    return _escape(redact_text(flat))
+
+
+def knowledge_only(claim: Mapping[str, Any]) -> bool:
+    tools = {str(b.get("tool_name")) for b in claim.get("evidence") or () if isinstance(b, Mapping)}
+    return bool(tools) and tools <= KNOWLEDGE_TOOLS
+
+
+def claim_sentence(claim: Mapping[str, Any], language: str, *, similar: bool = False,
+                   knowledge: bool = False) -> tuple[str, list[str]]:
+    """``statement — “excerpt” [inv-…]; “excerpt” [inv-…]`` and the invocation ids it cites."""
+    statement = clean_statement(claim.get("statement", ""))
+    quotes, ids = [], []
+    for b in [b for b in claim.get("evidence") or () if isinstance(b, Mapping)][:MAX_EXCERPTS_PER_CLAIM]:
+        invocation_id = str(b.get("source_invocation_id"))
+        quotes.append(f"“{_excerpt(b.get('evidence_excerpt', ''))}” [{invocation_id}]")
+        ids.append(invocation_id)
+    prefix = text("similar", language) if similar else text("knowledge", language) if knowledge else ""
+    return f"{prefix}{statement} — {'; '.join(quotes)}", ids
+
+
+def _plan_ids(plan: Mapping[str, Any], key: str) -> list[str]:
+    value = plan.get(key) if isinstance(plan, Mapping) else None
+    return [v for v in value if isinstance(v, str)][:MAX_CLAIMS_PER_SECTION] if isinstance(value, list) else []
+
+
+def clean_suggestion(value: Any, prompt_echoed=None) -> tuple[str | None, str | None]:
+    """(text, None) for a usable suggestion, else (None, why it was dropped)."""
+    flat = _flat(_visible(value))
+    if not flat:
+        return None, "empty"
+    if id_like_tokens(flat):
+        return None, "citation_like_token"
+    if prompt_echoed is not None and prompt_echoed(flat):
+        return None, "prompt_echo"
+    return _escape(cap_text(redact_text(flat), MAX_SUGGESTION_CHARS)), None
+
+
+def render_answer(
+    *,
+    plan: Mapping[str, Any],
+    claims: Iterable[Mapping[str, Any]],
+    verdict: str | None,
+    language: str,
+    exclude: Collection[str] = (),
+    offline: bool = False,
+    prompt_echoed=None,
+    suggestions: Iterable[Any] | None = None,
+    quotes_only: bool = False,
+    failed_tools: Iterable[str] = (),
+) -> RenderedAnswer:
+    """The Markdown answer: verified claims in the composer's order, with their quotes and citations.
+
+    ``claims`` are the Gatekeeper's projection (verified claims with only their verified bindings);
+    ids in ``plan`` that are not among them are dropped and recorded in ``removed``. With a PASS or
+    LOW_CONFID verdict, verified claims the plan leaves out are still shown as evidence; without one
+    (REJECT), only what the plan names outside the root cause is shown. ``quotes_only`` (the degraded
+    fallback answer, whose verdict is withheld) shows every verified excerpt with its citation and no
+    statement at all.
+    """
+    language = "zh" if language == "zh" else "en"
+    verified = {str(c.get("claim_id")): c for c in claims if isinstance(c, Mapping) and c.get("evidence")}
+    verified_ids = {str(b.get("source_invocation_id")) for c in verified.values() for b in c["evidence"]
+                    if isinstance(b, Mapping)}
+    removed: list[dict[str, Any]] = []
+    placed: set[str] = set()
+    sections: dict[str, list[str]] = {}
+
+    def take(ids: list[str], where: str) -> list[str]:
+        kept = []
+        for claim_id in ids:
+            if claim_id not in verified:
+                removed.append({"where": where, "claim_id": cap_text(claim_id, 80), "reason": "not_verified"})
+            elif claim_id in exclude:
+                removed.append({"where": where, "claim_id": claim_id, "reason": "verifier_unsupported"})
+            elif claim_id not in placed:
+                placed.add(claim_id)
+                kept.append(claim_id)
+        return kept
+
+    for key in SECTIONS:
+        sections[key] = take(_plan_ids(plan, key), key)
+    step_ids, free_steps = [], []
+    for step in (plan.get("next_steps") if isinstance(plan.get("next_steps"), list) else [])[:MAX_CLAIMS_PER_SECTION]:
+        if isinstance(step, Mapping) and isinstance(step.get("claim_id"), str):
+            step_ids.append(step["claim_id"])
+        elif isinstance(step, Mapping) and "text" in step:
+            free_steps.append(step["text"])
+        elif isinstance(step, str):
+            free_steps.append(step)
+    steps = take(step_ids, "next_steps")
+    # A cited next step is quoted knowledge; one resting on observations is evidence, not advice.
+    sections["evidence"] += [c for c in steps if not knowledge_only(verified[c])]
+    sections["next_steps"] = [c for c in steps if knowledge_only(verified[c])]
+    concluded = verdict in ("PASS", "LOW_CONFID")
+    if concluded:
+        # Nothing verified is hidden: claims the composer left out are shown as evidence.
+        sections["evidence"] += [c for c in verified if c not in placed and c not in exclude]
+        placed.update(sections["evidence"])
+
+    roots = sections["root_cause"]
+    knowledge_root = bool(roots) and all(knowledge_only(verified[c]) for c in roots)
+    lines: list[str] = []
+    cited: list[str] = []
+
+    def emit(claim_id: str, *, similar: bool = False, knowledge: bool = False, bullet: str = "- ") -> None:
+        sentence, ids = claim_sentence(verified[claim_id], language, similar=similar, knowledge=knowledge)
+        bad = foreign_citations(sentence, verified_ids)
+        if bad:
+            removed.append({"where": "render", "claim_id": claim_id, "reason": "foreign_citation",
+                            "tokens": [cap_text(t, 40) for t in bad[:5]]})
+            return
+        lines.append(f"{bullet}{sentence}")
+        cited.extend(ids)
+
+    if offline:
+        lines += [text("offline", language), ""]
+    low = verdict != "PASS" or knowledge_root
+    if quotes_only:
+        sections = {key: [] for key in sections}
+        lines += [text("checked", language)]
+        for claim in verified.values():
+            for b in [b for b in claim["evidence"] if isinstance(b, Mapping)][:MAX_EXCERPTS_PER_CLAIM]:
+                line = f"- “{_excerpt(b.get('evidence_excerpt', ''))}” [{b.get('source_invocation_id')}]"
+                if foreign_citations(line, verified_ids):
+                    removed.append({"where": "render", "claim_id": claim.get("claim_id"), "reason": "foreign_citation"})
+                    continue
+                lines.append(line)
+                cited.append(str(b.get("source_invocation_id")))
+    elif roots and concluded:
+        lines += [text("intro_low" if low else "intro_pass", language), "",
+                  text("likely_cause" if low else "root_cause", language)]
+        for claim_id in roots:
+            emit(claim_id, similar=knowledge_only(verified[claim_id]))
+    else:
+        lines.append(text("intro_pass", language) if concluded and verified else text("intro_none", language))
+        for claim_id in roots:  # no verdict backs a root cause: it is not shown
+            removed.append({"where": "root_cause", "claim_id": claim_id, "reason": "no_verdict_for_root_cause"})
+        sections["root_cause"] = roots = []
+    headings = {"evidence": "evidence" if verdict in ("PASS", "LOW_CONFID") else "checked",
+                "impact": "impact", "timeline": "timeline", "next_steps": "next_steps"}
+    for key, heading in headings.items():
+        ids = [] if quotes_only else sections.get(key) or []
+        if not ids:
+            continue
+        lines += ["", text(heading, language)]
+        for claim_id in ids:
+            emit(claim_id, knowledge=(key != "next_steps" and knowledge_only(verified[claim_id])))
+    if not verified or not cited:
+        lines += ["", text("nothing_verified", language)]
+
+    kinds = {"query_logs": ("logs", "日志"), "query_metrics": ("metrics", "指标"), "query_alerts": ("metrics", "告警"),
+             "lookup_knowledge": ("runbooks", "运维手册")}
+    unchecked = [t for t in dict.fromkeys(failed_tools) if t in kinds]
+    if unchecked:
+        lines += ["", text("limits", language)]
+        lines += [f"- {text('unchecked', language).format(tool=t, kind=kinds[t][language == 'zh'])}" for t in unchecked]
+
+    kept_suggestions: list[str] = []
+    for raw in list(free_steps) + list(suggestions or ()):
+        if len(kept_suggestions) >= MAX_SUGGESTIONS:
+            break
+        cleaned, why = clean_suggestion(raw, prompt_echoed)
+        if cleaned is None:
+            removed.append({"where": "suggestions", "reason": why, "text": cap_text(_flat(raw), 120)})
+        elif cleaned not in kept_suggestions:
+            kept_suggestions.append(cleaned)
+    if kept_suggestions:
+        lines += ["", text("suggestions", language)] + [f"- {s}" for s in kept_suggestions]
+    if offline:
+        lines += ["", f"_{text('offline_limit', language)}_"]
+    markdown = re.sub(r"\n{3,}", "\n\n", "\n".join(lines)).strip() + "\n"
+    return RenderedAnswer(
+        markdown=markdown, suggestions=kept_suggestions,
+        sections={k: list(v) for k, v in sections.items()},
+        cited_invocation_ids=sorted(set(cited)), knowledge_only_root=knowledge_root, removed=removed,
+    )
+
+
+def validate_answer_plan(output: Any) -> dict[str, Any]:
+    """The composer's structure, shape-checked; ``None`` entries and junk are dropped, never rendered.
+
+    Raises ValueError when the output is not an ``answer_plan_v1`` object.
+    """
+    if not isinstance(output, Mapping) or output.get("version") != ANSWER_PLAN_VERSION:
+        raise ValueError(f"composer output must be an {ANSWER_PLAN_VERSION} object")
+    plan: dict[str, Any] = {"version": ANSWER_PLAN_VERSION}
+    for key in SECTIONS:
+        value = output.get(key, [])
+        if not isinstance(value, list):
+            raise ValueError(f"'{key}' must be a list of claim ids")
+        plan[key] = [cap_text(v, 80) for v in value if isinstance(v, str)][:MAX_CLAIMS_PER_SECTION]
+    steps = output.get("next_steps", [])
+    if not isinstance(steps, list):
+        raise ValueError("'next_steps' must be a list")
+    plan["next_steps"] = []
+    for step in steps[:MAX_CLAIMS_PER_SECTION]:
+        if isinstance(step, Mapping) and isinstance(step.get("claim_id"), str):
+            plan["next_steps"].append({"claim_id": cap_text(step["claim_id"], 80)})
+        elif isinstance(step, Mapping) and isinstance(step.get("text"), str):
+            plan["next_steps"].append({"text": cap_text(step["text"], 1000)})
+        elif isinstance(step, str):
+            plan["next_steps"].append({"text": cap_text(step, 1000)})
+    return plan
+
+
+def render_simple_answer(content: Any, *, language: str, prompt_echoed=None) -> tuple[str, list[dict[str, Any]]]:
+    """A SIMPLE (ungated) answer as served: visibly labelled as not checked against evidence, with
+    every sentence carrying a citation-like token removed (nothing may look verified) and secrets masked."""
+    language = "zh" if language == "zh" else "en"
+    body = redact_text(_visible(content or "")).strip()
+    removed: list[dict[str, Any]] = []
+    if prompt_echoed is not None and prompt_echoed(body):
+        removed.append({"where": "simple", "reason": "prompt_echo"})
+        body = text("simple_withheld", language)
+    body, scrubbed = scrub_sentences(body, ())
+    removed += [{"where": "simple", "reason": "citation_like_token", **item} for item in scrubbed]
+    return f"{text('simple_label', language)}\n\n{body.strip()}\n", removed
