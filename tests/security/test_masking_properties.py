@@ -91,6 +91,6 @@ def test_a_feedback_comment_is_masked_before_it_is_stored(alice):
     from tests.factories import ChatSessionFactory, DiagnosisRunFactory
 
     run = DiagnosisRunFactory(session=ChatSessionFactory(owner=alice), status=DiagnosisRun.Status.SUCCESS, answer="a")
-    run_feedback_give(user=alice, run=run, feedback="useful", comment="worked; conn was Server=db;Uid=sa;Pwd=Hunter2Canary;")
+    run_feedback_give(user=alice, run=run, feedback="not_useful", comment="worked; conn was Server=db;Uid=sa;Pwd=Hunter2Canary;")
     run.refresh_from_db()
     assert "Hunter2Canary" not in run.feedback_comment and "Pwd=[REDACTED:secret]" in run.feedback_comment

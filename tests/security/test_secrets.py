@@ -188,7 +188,7 @@ def ask_and_read_back(alice) -> dict[str, str]:
     # Every other free text a user supplies: a feedback comment, and the annotations of an alert.
     everything = " ".join(CANARIES.values())
     feedback = client.post("/api/feedback", {"sessionId": run.session.session_id, "runId": run.run_id,
-                                             "feedback": "useful", "comment": f"thanks! {everything}"}, format="json")
+                                             "feedback": "not_useful", "comment": f"see {everything}"}, format="json")
     assert feedback.status_code == 200, feedback.content
     seen["POST /api/feedback"] = feedback.content.decode()
     alert = {"labels": {"alertname": "PaymentErrors", "service": "payment-service", "severity": "critical"},
