@@ -5,6 +5,8 @@ PORT ?= 8000
 
 .PHONY: run test test-explore test-real-model bootstrap worker up bench clean
 
+# DEBUG is off by default; the local development server turns it on explicitly.
+run: export DJANGO_DEBUG = true
 run:
 	@scripts/bootstrap.sh run
 	$(PY) manage.py migrate --noinput

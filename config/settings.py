@@ -1,5 +1,7 @@
-"""Settings, driven by the environment. With no environment at all this is the embedded default:
-SQLite in var/, eager Celery, locmem cache, DEBUG on, the offline model and the demo telemetry."""
+"""Settings, driven by the environment. DEBUG is off unless DJANGO_DEBUG=true says otherwise (`make run`
+and the test suite do); with DEBUG off, DJANGO_SECRET_KEY and ALLOWED_HOSTS are required. The rest
+defaults to the embedded setup: SQLite in var/, eager Celery, locmem cache, the offline model and the
+demo telemetry."""
 
 from __future__ import annotations
 
@@ -16,12 +18,13 @@ from config.env import (
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = BASE_DIR / "var"
 
-DEBUG = env_bool("DJANGO_DEBUG", True)
+DEBUG = env_bool("DJANGO_DEBUG", False)  # fail closed: a forgotten variable never serves debug pages
 
 SECRET_KEY = env_str("DJANGO_SECRET_KEY")
 if SECRET_KEY is None:
     if not DEBUG:
-        raise ImproperlyConfigured("DJANGO_SECRET_KEY is required when DJANGO_DEBUG is false.")
+        raise ImproperlyConfigured("DJANGO_SECRET_KEY is required when DJANGO_DEBUG is false (the default); "
+                                   "set it, or DJANGO_DEBUG=true for local development only.")
     SECRET_KEY = "embedded-default-only-not-for-production-6f1c9a2b7d3e4f5a8b9c0d1e2f3a4b5c"
 
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]", "testserver"] if DEBUG else [])
@@ -40,6 +43,7 @@ INSTALLED_APPS = [
     "rest_framework.authtoken",
     "drf_spectacular",
     "drf_spectacular_sidecar",
+    "axes",
     "diagnosis",
     "traces",
 ]
@@ -53,7 +57,21 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    # Last, so it sees the views' exceptions first: /api/ answers JSON even for an outage or a bug.
+    "diagnosis.api.errors.ApiErrorMiddleware",
+    "axes.middleware.AxesMiddleware",  # answers a locked-out console login
 ]
+
+# Console logins are throttled per user name and per client address (django-axes, diagnosis/login_throttle.py).
+AUTHENTICATION_BACKENDS = [
+    "diagnosis.login_throttle.LoginThrottleBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
+AXES_FAILURE_LIMIT = env_int("AXES_FAILURE_LIMIT", 5, minimum=1, maximum=1000)
+AXES_COOLOFF_TIME = env_float("AXES_COOLOFF_MINUTES", 15.0, minimum=0.1) / 60  # hours
+AXES_LOCKOUT_PARAMETERS = ["username", "ip_address"]  # each one on its own: a user from anywhere, an address for anyone
+AXES_RESET_ON_SUCCESS = True
+AXES_VERBOSE = False
 
 ROOT_URLCONF = "config.urls"
 WSGI_APPLICATION = "config.wsgi.application"
@@ -77,6 +95,15 @@ TEMPLATES = [
 # --- Database -------------------------------------------------------------------------------
 DATABASE_URL = env_str("DATABASE_URL", "sqlite:///var/db.sqlite3")
 DATABASES = {"default": parse_database_url(DATABASE_URL, base_dir=BASE_DIR)}
+# Connections (docs/RELIABILITY.md, "Database connections"): a connection lives for at most
+# DATABASE_CONN_MAX_AGE seconds and is reused by the thread that opened it, after a health check when a
+# request or task starts, so a database restart costs one failed request, not a stale pool. The number
+# open is bounded by the threads that use the database: web worker threads + per worker process one for
+# the run and one for its lease ticker + one reaper timer per worker. The development server starts a
+# thread per request, which would leave persistent connections behind: with DEBUG the default is 0
+# (closed at the end of each request and task).
+DATABASES["default"]["CONN_MAX_AGE"] = env_int("DATABASE_CONN_MAX_AGE", 0 if DEBUG else 60, minimum=0, maximum=3600)
+DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
 if DATABASES["default"]["ENGINE"].endswith("sqlite3"):
     Path(DATABASES["default"]["NAME"]).parent.mkdir(parents=True, exist_ok=True)
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
@@ -186,7 +213,24 @@ DIAGNOSIS_MAX_SECONDS = env_int("DIAGNOSIS_MAX_SECONDS", 300, minimum=5)
 TOOL_RESULT_MAX_BYTES = env_int("TOOL_RESULT_MAX_BYTES", 1_000_000, minimum=1000)
 CHAT_MAX_QUESTION_CHARS = env_int("CHAT_MAX_QUESTION_CHARS", 4000, minimum=10, maximum=100_000)
 CHAT_WAIT_SECONDS = env_float("CHAT_WAIT_SECONDS", 60.0, minimum=0, maximum=600)
-RUN_LEASE_SECONDS = env_int("RUN_LEASE_SECONDS", 120, minimum=10)
+# The lease of an executing run (docs/RELIABILITY.md, "Leases, fencing and reaping"). A ticker renews it every
+# lease/4 while the run executes; a run whose heartbeat is older than the lease is reaped. It must outlast one
+# model call's worst case (every attempt's connect + read timeout, plus the capped backoff between them),
+# so that even a worker whose ticker stalled is never reaped in the middle of a call.
+LLM_BACKOFF_CAP_SECONDS = 2.0  # diagnosis.llm.openai_model.OpenAIChatModel.backoff_cap
+LLM_CALL_WORST_SECONDS = (LLM_MAX_RETRIES + 1) * (LLM_CONNECT_TIMEOUT + LLM_READ_TIMEOUT) + LLM_MAX_RETRIES * LLM_BACKOFF_CAP_SECONDS
+RUN_LEASE_SECONDS = env_int("RUN_LEASE_SECONDS", max(60, int(LLM_CALL_WORST_SECONDS * 1.25) + 10), minimum=10)
+if RUN_LEASE_SECONDS < LLM_CALL_WORST_SECONDS:
+    raise ImproperlyConfigured(
+        f"RUN_LEASE_SECONDS={RUN_LEASE_SECONDS} is shorter than one model call's worst case, "
+        f"{LLM_CALL_WORST_SECONDS:g}s = (LLM_MAX_RETRIES {LLM_MAX_RETRIES} + 1) x (LLM_CONNECT_TIMEOUT {LLM_CONNECT_TIMEOUT:g} "
+        f"+ LLM_READ_TIMEOUT {LLM_READ_TIMEOUT:g}) + {LLM_MAX_RETRIES} x {LLM_BACKOFF_CAP_SECONDS:g}s backoff: "
+        "raise RUN_LEASE_SECONDS or lower the model timeouts."
+    )
+# Every worker runs the reaper on this timer (one at a time, under a database lock); beat is optional.
+RUN_REAPER_INTERVAL_SECONDS = env_float("RUN_REAPER_INTERVAL_SECONDS", max(5.0, RUN_LEASE_SECONDS / 4), minimum=1, maximum=3600)
+# A PENDING run older than this is published again once; still PENDING one deadline later, it is FAILED queue_lost.
+RUN_QUEUE_DEADLINE_SECONDS = env_int("RUN_QUEUE_DEADLINE_SECONDS", 900, minimum=10)
 CHAT_MAX_ACTIVE_RUNS = env_int("CHAT_MAX_ACTIVE_RUNS", 5, minimum=1, maximum=1000)
 CHAT_THROTTLE_RATE = env_str("CHAT_THROTTLE_RATE", "60/min")
 
@@ -252,9 +296,10 @@ SECURE_CONTENT_TYPE_NOSNIFF = True
 X_FRAME_OPTIONS = "DENY"
 SESSION_COOKIE_HTTPONLY = True
 
-# --- The reaper (celery beat) -------------------------------------------------------------------------
-# Every half lease, RUNNING runs whose heartbeat is older than RUN_LEASE_SECONDS become FAILED (worker_lost).
-# A message not consumed within one period expires, so a stopped maintenance worker leaves no backlog.
+# --- The reaper ------------------------------------------------------------------------------------------
+# Every worker runs it on a timer (RUN_REAPER_INTERVAL_SECONDS, diagnosis/worker.py). Beat is optional: it
+# sends the same task every half lease, and the reaper's database lock makes one pass at a time, so beat
+# may run on every node. A message not consumed within one period expires, leaving no backlog.
 CELERY_BEAT_SCHEDULE = {
     "reap-stale-runs": {
         "task": "diagnosis.tasks.reap_stale_runs",

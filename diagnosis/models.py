@@ -89,6 +89,11 @@ class DiagnosisRun(models.Model):
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
     heartbeat_at = models.DateTimeField(null=True, blank=True)
+    # The lease (docs/RELIABILITY.md, "Leases, fencing and reaping"): drawn at each claim; every write of
+    # the executing worker is conditional on the run being RUNNING under this token.
+    claim_token = models.CharField(max_length=32, blank=True, default="")
+    # A PENDING run past the queue deadline is published again once (requeued_at), then failed queue_lost.
+    requeued_at = models.DateTimeField(null=True, blank=True)
 
     TERMINAL = (Status.SUCCESS, Status.FAILED)
 
@@ -269,6 +274,23 @@ class ServiceProbe(models.Model):
 
     class Meta:
         db_table = "service_probe"
+
+
+class MaintenanceLock(models.Model):
+    """A named lock held by one process at a time until `locked_until` (the reaper's, across workers and
+    beat), and what the holder last did: /api/health reports `last_run_at`."""
+
+    name = models.CharField(max_length=64, primary_key=True)
+    holder = models.CharField(max_length=128, blank=True)
+    locked_until = models.DateTimeField(null=True, blank=True)
+    last_run_at = models.DateTimeField(null=True, blank=True)
+    last_result = models.JSONField(null=True, blank=True)
+
+    class Meta:
+        db_table = "maintenance_lock"
+
+    def __str__(self) -> str:
+        return self.name
 
 
 class RunEvent(models.Model):

@@ -74,20 +74,24 @@ def _literal_first(literal: str, boundary: str = r"A-Za-z0-9_-") -> str:
     return re.escape(literal) + rf"(?<![{boundary}]{re.escape(literal)})"
 
 
-# Value of ``key=value``, ``key: value``, ``"key": "value"``, ``\"key\": \"value\"`` (JSON in a JSON string).
+# Value of ``key=value``, ``key: value``, ``"key": "value"``, ``\"key\": \"value\"`` (JSON in a JSON string,
+# at any depth).
 _ASSIGNMENT_TAIL = (
-    r"\\?[\"']?[ \t]*[:=][ \t]*(?:"
-    r"\\\"(?P<v_escaped>(?:[^\"\\\n]|\\[^\"])*)\\\""
+    r"\\*[\"']?[ \t]*[:=][ \t]*(?:"
+    # JSON-escaped once or more (a JSON string inside a JSON string inside a log line): \"v\", \\\"v\\\" ...
+    r"\\+\"(?P<v_escaped>(?:[^\"\\\n]|\\+[^\"\\])*)\\+\""
     r"|\"(?P<v_double>(?:[^\"\\\n]|\\.)*)\""
     r"|'(?P<v_single>[^'\n]*)'"
+    r"|\{(?P<v_braced>[^}\n]*)\}"  # ODBC: Pwd={a;b}
     r"|(?P<v_bare>[^\s\"'\\<>,;&}\])]+))"
 )
-_ASSIGNMENT_GROUPS = ("v_escaped", "v_double", "v_single", "v_bare")
+_ASSIGNMENT_GROUPS = ("v_escaped", "v_double", "v_single", "v_braced", "v_bare")
 # Key names, lowercase. No left word boundary on purpose (``DB_PASSWORD``, ``dbPassword``,
 # ``x-api-key`` all match); the separator bounds the right side, so ``max_tokens=512`` and
 # ``password_hash=`` do not. A bare ``key`` only counts after api/access/private/... .
 _ASSIGNMENT_KEYS = (
     r"pass(?:word|wd|phrase)",
+    r"pwd",  # ODBC / ADO.NET connection strings: Server=...;Uid=sa;Pwd=...;
     r"secret",
     r"token",
     r"key(?:" + "|".join(
@@ -177,7 +181,7 @@ _TRIGGERS = re.compile(
         for t in (
             "private key", "://", "authorization", "bearer", "eyj", "sk-", "sk_", "rk_", "akia", "asia", "abia",
             "acca", "agpa", "aida", "aipa", "anpa", "anva", "aroa", "apka", "aiza", "ghp_", "gho_", "ghu_", "ghs_",
-            "ghr_", "github_pat_", "glpat-", "xox", "hf_", "hooks.slack.com", "pass", "secret", "token", "key",
+            "ghr_", "github_pat_", "glpat-", "xox", "hf_", "hooks.slack.com", "pass", "pwd", "secret", "token", "key",
             "signature", "credential",
         )
     )

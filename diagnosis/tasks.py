@@ -28,7 +28,9 @@ def execute_run(self, run_id: str) -> str | None:
 
 @shared_task(name="diagnosis.tasks.reap_stale_runs")
 def reap_stale_runs() -> list[str]:
-    """Beat, every RUN_LEASE_SECONDS/2 on the maintenance queue: stale RUNNING runs -> FAILED (worker_lost)."""
-    from diagnosis.services.reaper import runs_reap_stale
+    """Beat (optional), every RUN_LEASE_SECONDS/2 on the maintenance queue: one reaper pass, unless another
+    process holds the reaper lock. Returns the run ids it reaped."""
+    from diagnosis.services.reaper import reaper_pass
 
-    return [run.run_id for run in runs_reap_stale()]
+    result = reaper_pass(holder=f"beat-task-{socket.gethostname()}")
+    return list(result["reaped"]) if result else []

@@ -60,7 +60,7 @@ def run_detail_get(*, pk: Any) -> RunDetailData | None:
     )
     key = str(pk)
     run = runs.filter(run_id=key).first() if key.startswith("run-") else (
-        runs.filter(pk=int(key)).first() if key.isdigit() else None
+        runs.filter(pk=int(key)).first() if key.isascii() and key.isdigit() and len(key) <= 18 else None
     )
     if run is None:
         return None

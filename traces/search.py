@@ -10,7 +10,7 @@
   word shorter than 3 characters, Chinese on MariaDB, another database) falls back to a substring
   scan bounded to the newest `SCAN_ROWS` runs.
 
-The full-text objects are created by ``traces/migrations/0001_i16_question_search.py`` and kept in
+The full-text objects are created by ``traces/migrations/0001_question_search.py`` and kept in
 place by `traces.fulltext.fulltext_ensure` (SQLite drops a table's triggers when a migration rebuilds the table).
 """
 

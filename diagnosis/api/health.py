@@ -11,7 +11,8 @@ from diagnosis.services.health import health_check
 _Check = inline_serializer("HealthCheck", {"ok": serializers.BooleanField(), "error": serializers.CharField(required=False)})
 _Health = inline_serializer(
     "Health",
-    {"status": serializers.ChoiceField(["ok", "unavailable"]), "checks": serializers.DictField(child=_Check)},
+    {"status": serializers.ChoiceField(["ok", "unavailable"]), "checks": serializers.DictField(child=_Check),
+     "lastReapAt": serializers.DateTimeField(allow_null=True)},
 )
 
 

@@ -27,9 +27,8 @@ from diagnosis.models import DiagnosisRun, RunEvent
 from diagnosis.redaction import redact_text, redact_value
 from diagnosis.services import memory, wiring
 from diagnosis.services.chat import chat_submit
-from diagnosis.services.lifecycle import run_heartbeat, run_succeed
 from diagnosis.services.recording import RunRecorder
-from diagnosis.services.runs import _budget, _counts, _finish_failed
+from diagnosis.services.runs import _budget, _counts, _finish_failed, _finish_succeeded, _heartbeat, _lease_of
 from diagnosis.tools.registry import ToolBox
 
 logger = logging.getLogger(__name__)
@@ -268,7 +267,7 @@ def aiops_execute(run: DiagnosisRun, publish) -> DiagnosisRun | None:
     No orchestration trace (not a StateGraph run, seed 001); the planner decisions, the per-task
     Gatekeeper audits and the report check go to `self_evaluation`.
     """
-    recorder = RunRecorder(run, publish=publish)
+    recorder = RunRecorder(run, publish=publish, lease=_lease_of(publish))
     tools = ToolBox(backends=wiring.backends(), recorder=recorder, max_calls=settings.DIAGNOSIS_MAX_TOOL_CALLS,
                     max_result_bytes=settings.TOOL_RESULT_MAX_BYTES)
     budget = _budget()
@@ -279,7 +278,7 @@ def aiops_execute(run: DiagnosisRun, publish) -> DiagnosisRun | None:
     submitted = aiops_input(run)
     alerts = [a for a in submitted.get("alerts") or [] if isinstance(a, dict)]
     supervisor = AlertSupervisor(ctx, max_rounds=max_rounds(), on_event=publish,
-                                 heartbeat=lambda: run_heartbeat(run_id=run.run_id))
+                                 heartbeat=lambda: _heartbeat(publish, run))
     outcome = supervisor.run(alerts=alerts or None, language=submitted.get("language"))
     report = redact_text(outcome.report_markdown).strip()
     evaluation = bounded_audit({
@@ -295,8 +294,8 @@ def aiops_execute(run: DiagnosisRun, publish) -> DiagnosisRun | None:
     publish(REPORT_EVENT, {"reportMarkdown": report, "degraded": outcome.degraded,
                            "citedInvocationIds": outcome.cited_invocation_ids,
                            "alertsTotal": len(outcome.alerts), "alertsSource": outcome.alerts_source})
-    done = run_succeed(run_id=run.run_id, answer=report, degraded=outcome.degraded, effective_verdict="",
-                       self_evaluation=evaluation, orchestration_trace=None, **_counts(recorder, budget, ctx))
-    publish("status", {"status": DiagnosisRun.Status.SUCCESS, "degraded": done.degraded, "verdict": None})
+    done = _finish_succeeded(run, publish, answer=report, degraded=outcome.degraded, effective_verdict="",
+                             self_evaluation=evaluation, orchestration_trace=None, **_counts(recorder, budget, ctx),
+                             status_event={"degraded": outcome.degraded, "verdict": None})
     memory.memory_append(session=run.session, run=done)
     return done

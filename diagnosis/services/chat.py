@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from datetime import timedelta
 from functools import partial
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db import IntegrityError, transaction
+from django.db.models import Q
+from django.utils import timezone
 
 from diagnosis.ids import is_valid_session_id, new_session_id
 from diagnosis.models import ChatSession, DiagnosisRun
@@ -101,14 +104,24 @@ def chat_submit(*, user, question, session_id: str | None = None, mode: str = "a
     return ChatSubmission(run, True)
 
 
+def active_runs_q() -> Q:
+    """Runs that count against CHAT_MAX_ACTIVE_RUNS: PENDING within the queue deadline and never re-queued,
+    or RUNNING under a live lease. A lost, re-queued or lapsed run is the service's fault, not the caller's."""
+    now = timezone.now()
+    Status = DiagnosisRun.Status
+    queued = Q(status=Status.PENDING, requeued_at__isnull=True,
+               created_at__gte=now - timedelta(seconds=settings.RUN_QUEUE_DEADLINE_SECONDS))
+    lease_cutoff = now - timedelta(seconds=settings.RUN_LEASE_SECONDS)
+    live = Q(status=Status.RUNNING) & (Q(heartbeat_at__gte=lease_cutoff) | Q(heartbeat_at__isnull=True, created_at__gte=lease_cutoff))
+    return queued | live
+
+
 def _active_run_limit(user) -> None:
     """Refuse a new run when the caller already has the maximum in progress. Runs inside the
     submitting transaction, holding the caller's user row, so parallel requests cannot all pass."""
     limit = settings.CHAT_MAX_ACTIVE_RUNS
     list(get_user_model().objects.select_for_update().filter(pk=user.pk).values_list("pk", flat=True))
-    active = DiagnosisRun.objects.filter(
-        session__owner=user, status__in=(DiagnosisRun.Status.PENDING, DiagnosisRun.Status.RUNNING)
-    ).count()
+    active = DiagnosisRun.objects.filter(active_runs_q(), session__owner=user).count()
     if active >= limit:
         raise ChatInputError("question", f"{active} runs are still in progress; at most {limit} may run at once. "
                              "Retry when one has finished.", code="too_many_active_runs", status=429)

@@ -15,6 +15,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from diagnosis.models import CaseLibraryEntry, DiagnosisRun, ToolInvocation
+from diagnosis.redaction import redact_text
 
 Feedback = DiagnosisRun.Feedback
 SUMMARY_MAX_CHARS = 500
@@ -111,6 +112,7 @@ def run_feedback_give(*, user, run: DiagnosisRun, feedback: str, comment: str = 
     feedback = Feedback(feedback)
     if len(comment) > COMMENT_MAX_CHARS:
         raise ValueError(f"comment is longer than {COMMENT_MAX_CHARS} characters")
+    comment = redact_text(comment)  # free text from a user: secrets are masked before it is stored
     if feedback == Feedback.USEFUL and run.status in DiagnosisRun.TERMINAL:
         if run.status != DiagnosisRun.Status.SUCCESS:
             raise NotRateableUseful(run.run_id, f"it ended {run.status}")

@@ -1,4 +1,5 @@
-"""Dependency checks for /api/health: database, broker and cache, each named when it fails."""
+"""Dependency checks for /api/health: database, broker and cache, each named when it fails; and when the
+reaper last ran (every worker runs it on a timer: a stale time means no worker is alive)."""
 
 from __future__ import annotations
 
@@ -45,4 +46,17 @@ def health_check() -> dict:
         except Exception as exc:  # each dependency failure is reported, not raised
             checks[name] = {"ok": False, "error": f"{type(exc).__name__}: {exc}"[:300]}
     healthy = all(item["ok"] for item in checks.values())
-    return {"status": "ok" if healthy else "unavailable", "checks": checks}
+    return {"status": "ok" if healthy else "unavailable", "checks": checks, "lastReapAt": _last_reap(checks)}
+
+
+def _last_reap(checks: dict) -> str | None:
+    """When a reaper pass last finished, from any worker or beat (ISO 8601); None if never or unknown."""
+    if not checks.get("database", {}).get("ok"):
+        return None
+    from diagnosis.services.reaper import reaper_last_run
+
+    try:
+        last = reaper_last_run()
+    except Exception:
+        return None
+    return last.isoformat() if last else None

@@ -1,10 +1,13 @@
 """The run lifecycle: the only code that changes `diagnosis_run.status`.
 
 PENDING -> RUNNING -> SUCCESS | FAILED. Every move is a conditional UPDATE on the expected
-status, so two workers can never both claim or both finish the same run.
+status, so two workers can never both claim or both finish the same run. A claim draws a token;
+the executing worker's moves are conditional on that token too (fencing: see services/lease.py).
 """
 
 from __future__ import annotations
+
+import secrets
 
 from django.db import transaction
 from django.utils import timezone
@@ -32,13 +35,31 @@ class RunTransitionError(Exception):
         super().__init__(f"run {run_id} cannot move from {current or 'missing'} to {target}")
 
 
-def _move(*, run_id: str, source: set[str], target: str, **fields) -> DiagnosisRun:
+class LeaseLost(BaseException):
+    """The run is no longer RUNNING under this worker's claim token (reaped, or claimed again): the
+    write was refused and this worker's execution of the run must stop, writing nothing more.
+
+    A BaseException, like the cancellation it is: the `except Exception` handlers that turn a node's or
+    a tool's fault into data must not turn a lost lease into more writes. `run_execute` ends the task
+    quietly on it."""
+
+    code = "lease_lost"
+
+    def __init__(self, run_id: str, current: str | None = None):
+        self.run_id, self.current = run_id, current
+        super().__init__(f"run {run_id} is no longer RUNNING under this worker's claim ({current or 'missing'})")
+
+
+def _move(*, run_id: str, source: set[str], target: str, token: str | None = None, **fields) -> DiagnosisRun:
     for status in source:
         if target not in ALLOWED_MOVES[status]:
             raise RunTransitionError(run_id, status, target)
-    updated = DiagnosisRun.objects.filter(run_id=run_id, status__in=source).update(status=target, **fields)
+    fenced = {"claim_token": token} if token else {}
+    updated = DiagnosisRun.objects.filter(run_id=run_id, status__in=source, **fenced).update(status=target, **fields)
     if updated != 1:
         current = DiagnosisRun.objects.filter(run_id=run_id).values_list("status", flat=True).first()
+        if token:
+            raise LeaseLost(run_id, current)
         raise RunTransitionError(run_id, current, target)
     moved = DiagnosisRun.objects.get(run_id=run_id)
     metrics.run_moved(moved)  # counted once committed
@@ -47,17 +68,20 @@ def _move(*, run_id: str, source: set[str], target: str, **fields) -> DiagnosisR
 
 @transaction.atomic
 def run_claim(*, run_id: str, task_id: str = "") -> DiagnosisRun:
-    """PENDING -> RUNNING, atomically: only one worker can win."""
+    """PENDING -> RUNNING, atomically: only one worker can win; the winner's claim token is on the row."""
     now = timezone.now()
     return _move(
         run_id=run_id, source={Status.PENDING}, target=Status.RUNNING,
-        started_at=now, heartbeat_at=now, celery_task_id=task_id[:64],
+        started_at=now, heartbeat_at=now, celery_task_id=task_id[:64], claim_token=secrets.token_hex(16),
     )
 
 
-def run_heartbeat(*, run_id: str) -> bool:
-    """Record that the worker running this run is alive. False when the run is no longer RUNNING."""
-    return DiagnosisRun.objects.filter(run_id=run_id, status=Status.RUNNING).update(heartbeat_at=timezone.now()) == 1
+def run_heartbeat(*, run_id: str, token: str | None = None) -> bool:
+    """Record that the worker running this run is alive. False when the run is no longer RUNNING (under
+    `token`, when given)."""
+    fenced = {"claim_token": token} if token else {}
+    return DiagnosisRun.objects.filter(run_id=run_id, status=Status.RUNNING, **fenced).update(
+        heartbeat_at=timezone.now()) == 1
 
 
 def _duration_ms(run_id: str, now) -> int | None:
@@ -69,23 +93,26 @@ def _duration_ms(run_id: str, now) -> int | None:
 
 
 @transaction.atomic
-def run_succeed(*, run_id: str, answer: str, **results) -> DiagnosisRun:
-    """RUNNING -> SUCCESS with the answer and the mapped results (verdict, evaluation, trace, counts)."""
+def run_succeed(*, run_id: str, answer: str, token: str | None = None, **results) -> DiagnosisRun:
+    """RUNNING -> SUCCESS with the answer and the mapped results (verdict, evaluation, trace, counts).
+    With `token`, only under that claim (LeaseLost otherwise)."""
     if not answer or not answer.strip():
         raise ValueError("a successful run needs a non-empty answer")
     now = timezone.now()
     return _move(
-        run_id=run_id, source={Status.RUNNING}, target=Status.SUCCESS,
+        run_id=run_id, source={Status.RUNNING}, target=Status.SUCCESS, token=token,
         answer=answer, finished_at=now, heartbeat_at=now, duration_ms=_duration_ms(run_id, now), **results,
     )
 
 
 @transaction.atomic
-def run_fail(*, run_id: str, error_code: str, error_message: str, **results) -> DiagnosisRun:
-    """PENDING or RUNNING -> FAILED, keeping whatever partial results really exist."""
+def run_fail(*, run_id: str, error_code: str, error_message: str, token: str | None = None, **results) -> DiagnosisRun:
+    """PENDING or RUNNING -> FAILED, keeping whatever partial results really exist. With `token`, only
+    a RUNNING run under that claim (LeaseLost otherwise)."""
     now = timezone.now()
     return _move(
-        run_id=run_id, source={Status.PENDING, Status.RUNNING}, target=Status.FAILED,
+        run_id=run_id, source={Status.RUNNING} if token else {Status.PENDING, Status.RUNNING}, target=Status.FAILED,
+        token=token,
         error_code=error_code[:64], error_message=error_message[:4000], finished_at=now,
         duration_ms=_duration_ms(run_id, now), **results,
     )

@@ -17,10 +17,12 @@ TERMINAL_KIND = "status"
 
 
 class ProgressPublisher:
-    """Appends events for one run; a failed append is logged, never allowed to break the run."""
+    """Appends events for one run; a failed append is logged, never allowed to break the run. With a
+    lease, an append lands only while this worker holds the run: LeaseLost (never swallowed) otherwise."""
 
-    def __init__(self, run_pk: int):
+    def __init__(self, run_pk: int, *, lease=None):
         self.run_pk = run_pk
+        self.lease = lease
         last = RunEvent.objects.filter(run_id=run_pk).aggregate(m=Max("seq"))["m"]
         self.seq = last or 0
 
@@ -29,7 +31,8 @@ class ProgressPublisher:
             self.seq += 1
             try:
                 # Outside a transaction one INSERT is atomic by itself: no BEGIN/COMMIT round trips.
-                with transaction.atomic() if connection.in_atomic_block else nullcontext():
+                with self.lease.guarded() if self.lease is not None else nullcontext(), \
+                        transaction.atomic() if connection.in_atomic_block else nullcontext():
                     RunEvent.objects.create(run_id=self.run_pk, seq=self.seq, kind=kind, data=data)
                 publish_event(self.run_pk, self.seq, kind, data)  # to live streams, once committed
                 return

@@ -20,10 +20,12 @@ EventSink = Callable[[str, dict], None]
 
 
 class RunRecorder:
-    """Step recorder, invocation recorder and invocation lookup for one run."""
+    """Step recorder, invocation recorder and invocation lookup for one run. With a lease, every write
+    is fenced: it lands only while this worker holds the run (LeaseLost otherwise)."""
 
-    def __init__(self, run: DiagnosisRun, *, publish: EventSink | None = None):
+    def __init__(self, run: DiagnosisRun, *, publish: EventSink | None = None, lease=None):
         self.run = run
+        self.lease = lease
         self.run_pk = run.pk
         self.run_id = run.run_id
         self.session_id = run.session.session_id
@@ -34,12 +36,16 @@ class RunRecorder:
         self.step_count = 0
         self.tool_count = 0
 
+    def _guard(self):
+        return self.lease.guarded() if self.lease is not None else nullcontext()
+
     # -- steps -----------------------------------------------------------------------------------
     def step_start(self, *, node: str, agent: str, attempt: int, model_input: Any, model_name: str) -> int:
-        step = AgentStep.objects.create(
-            run_id=self.run_pk, session_id=self.session_id, step_index=self.next_index, node=node, agent=agent,
-            attempt=attempt, model_input=model_input, model_name=model_name[:128],
-        )
+        with self._guard():
+            step = AgentStep.objects.create(
+                run_id=self.run_pk, session_id=self.session_id, step_index=self.next_index, node=node, agent=agent,
+                attempt=attempt, model_input=model_input, model_name=model_name[:128],
+            )
         self.next_index += 1
         self.step_count += 1
         self.current_step_id = step.pk
@@ -49,11 +55,12 @@ class RunRecorder:
 
     def step_finish(self, handle: int, *, status: str, model_output: Any, duration_ms: int, usage: Usage | None,
                     has_tool_call: bool, error: str, model_name: str) -> None:
-        AgentStep.objects.filter(pk=handle).update(
-            status=status, model_output=model_output, duration_ms=duration_ms, has_tool_call=has_tool_call,
-            prompt_tokens=usage.prompt_tokens if usage else 0, completion_tokens=usage.completion_tokens if usage else 0,
-            error=error[:4000], model_name=(model_name or "")[:128], finished_at=timezone.now(),
-        )
+        with self._guard():
+            AgentStep.objects.filter(pk=handle).update(
+                status=status, model_output=model_output, duration_ms=duration_ms, has_tool_call=has_tool_call,
+                prompt_tokens=usage.prompt_tokens if usage else 0, completion_tokens=usage.completion_tokens if usage else 0,
+                error=error[:4000], model_name=(model_name or "")[:128], finished_at=timezone.now(),
+            )
         metrics.model_call(handle, model=model_name, status=status, duration_ms=duration_ms, usage=usage)
         self.publish("step", {"stepId": handle, "status": status, "durationMs": duration_ms, "hasToolCall": has_tool_call})
 
@@ -63,7 +70,7 @@ class RunRecorder:
         for _ in range(5):
             invocation_id = new_invocation_id()
             try:
-                with transaction.atomic() if connection.in_atomic_block else nullcontext():
+                with self._guard(), transaction.atomic() if connection.in_atomic_block else nullcontext():
                     ToolInvocation.objects.create(
                         run_id=self.run_pk, session_id=self.session_id, step_id=self.current_step_id,
                         invocation_id=invocation_id, tool_name=tool_name, arguments=arguments, status=status,

@@ -8,10 +8,10 @@ unhandled error ends FAILED with its code, its message and only the partial trac
 from __future__ import annotations
 
 import logging
-from datetime import timedelta
+import time
 
 from django.conf import settings
-from django.utils import timezone
+from django.db import transaction
 
 from diagnosis.agents.catalog import catalog_version, prompt, prompt_audit, prompt_echoed
 from diagnosis.agents.nodes import DiagnosisAgents
@@ -25,7 +25,8 @@ from diagnosis.graph.trace import build_orchestration_trace
 from diagnosis.llm.base import ModelError
 from diagnosis.models import DiagnosisRun
 from diagnosis.services import memory, wiring
-from diagnosis.services.lifecycle import RunTransitionError, run_claim, run_fail, run_heartbeat, run_succeed
+from diagnosis.services.lease import RunLease
+from diagnosis.services.lifecycle import LeaseLost, RunTransitionError, run_claim, run_fail, run_heartbeat, run_succeed
 from diagnosis.services.progress import ProgressPublisher
 from diagnosis.services.reaper import run_reap
 from diagnosis.services.recording import RunRecorder
@@ -35,39 +36,60 @@ logger = logging.getLogger(__name__)
 Status = DiagnosisRun.Status
 
 
-def _heartbeat_fresh(run: DiagnosisRun) -> bool:
-    lease = timedelta(seconds=settings.RUN_LEASE_SECONDS)
-    return run.heartbeat_at is not None and timezone.now() - run.heartbeat_at < lease
-
-
 def run_execute(*, run_id: str, task_id: str = "") -> DiagnosisRun | None:
-    """Execute a PENDING run once. A redelivered message for a run that is terminal, or RUNNING
-    with a fresh heartbeat, does nothing; one whose heartbeat went stale is recorded worker_lost."""
+    """Execute a PENDING run once, under a lease (services/lease.py). A message for a terminal run does
+    nothing; one for a RUNNING run (a redelivery, or a duplicate that lost the claim) waits until that
+    run ends or its lease lapses, and then reaps it: it is never acknowledged while the run may be lost."""
     run = DiagnosisRun.objects.select_related("session").filter(run_id=run_id).first()
     if run is None:
         logger.warning("run %s does not exist; nothing to execute", run_id)
         return None
-    if run.is_terminal or (run.status == Status.RUNNING and _heartbeat_fresh(run)):
+    if run.is_terminal:
         return run
     if run.status == Status.RUNNING:
-        return run_fail_worker_lost(run=run)
+        return run_await_lease(run_id=run_id)
     try:
         run = run_claim(run_id=run_id, task_id=task_id)
     except RunTransitionError:
-        return None  # another worker claimed it first
-    publish = ProgressPublisher(run.pk)
-    publish("status", {"status": Status.RUNNING, "runId": run.run_id})
+        return run_await_lease(run_id=run_id)  # another delivery claimed it first
+    lease = RunLease(run.run_id, run.claim_token)
+    publish = ProgressPublisher(run.pk, lease=lease)
     try:
-        if run.agent_flow == DiagnosisRun.Flow.AI_OPS:
-            from diagnosis.services.aiops import aiops_execute  # it reuses this module's helpers: import late
+        with lease:  # the ticker renews the lease while model and tool calls are in flight
+            publish("status", {"status": Status.RUNNING, "runId": run.run_id})
+            try:
+                if run.agent_flow == DiagnosisRun.Flow.AI_OPS:
+                    from diagnosis.services.aiops import aiops_execute  # it reuses this module's helpers: import late
 
-            return aiops_execute(run, publish)
-        if run.strategy == DiagnosisRun.Strategy.SIMPLE:
-            return _execute_simple(run, publish)
-        return _execute_diagnosis(run, publish)
-    except Exception as exc:  # the last line of defence: never leave a run RUNNING
-        logger.exception("run %s failed unexpectedly", run.run_id)
-        return _finish_failed(run, publish, code=getattr(exc, "code", "unhandled_error"), message=f"{type(exc).__name__}: {exc}")
+                    return aiops_execute(run, publish)
+                if run.strategy == DiagnosisRun.Strategy.SIMPLE:
+                    return _execute_simple(run, publish)
+                return _execute_diagnosis(run, publish)
+            except Exception as exc:  # the last line of defence: never leave a run RUNNING
+                logger.exception("run %s failed unexpectedly", run.run_id)
+                return _finish_failed(run, publish, code=getattr(exc, "code", "unhandled_error"),
+                                      message=f"{type(exc).__name__}: {exc}")
+    except LeaseLost as exc:
+        # Reaped (or claimed again) while this worker still ran it: its writes were refused; stop quietly.
+        logger.warning("run %s: %s; this worker's execution stops here", run_id, exc)
+        return DiagnosisRun.objects.filter(run_id=run_id).first()
+
+
+def run_await_lease(*, run_id: str, poll_seconds: float = 1.0) -> DiagnosisRun | None:
+    """Wait while another worker holds the run: return once it is terminal, or reap it once its heartbeat
+    is older than the lease. Bounded by the task's soft time limit; the reaper timer covers what is left."""
+    give_up = time.monotonic() + max(1.0, settings.CELERY_TASK_SOFT_TIME_LIMIT - 5)
+    while True:
+        run = DiagnosisRun.objects.filter(run_id=run_id).first()
+        if run is None or run.is_terminal:
+            return run
+        if run.status == Status.RUNNING:
+            reaped = run_reap(run_id=run_id)
+            if reaped is not None:
+                return reaped
+        if time.monotonic() >= give_up:
+            return run
+        time.sleep(poll_seconds)
 
 
 def run_fail_worker_lost(*, run: DiagnosisRun) -> DiagnosisRun | None:
@@ -75,14 +97,38 @@ def run_fail_worker_lost(*, run: DiagnosisRun) -> DiagnosisRun | None:
     return run_reap(run_id=run.run_id)
 
 
+def _lease_of(publish) -> RunLease | None:
+    return getattr(publish, "lease", None)
+
+
 def _finish_failed(run, publish, *, code: str, message: str, **results) -> DiagnosisRun | None:
+    """FAILED with the terminal status event, in one transaction fenced by the worker's claim."""
+    lease = _lease_of(publish)
     try:
-        failed = run_fail(run_id=run.run_id, error_code=code, error_message=message, **results)
+        with transaction.atomic():
+            publish("status", {"status": Status.FAILED, "errorCode": code, "errorMessage": message[:500]})
+            return run_fail(run_id=run.run_id, error_code=code, error_message=message,
+                            token=lease.token if lease else None, **results)
     except RunTransitionError:
         logger.error("run %s could not be recorded FAILED (%s): it is no longer RUNNING", run.run_id, code)
         return None
-    publish("status", {"status": Status.FAILED, "errorCode": code, "errorMessage": message[:500]})
-    return failed
+
+
+def _finish_succeeded(run, publish, *, answer: str, status_event: dict, **results) -> DiagnosisRun:
+    """SUCCESS with the terminal status event, in one transaction fenced by the worker's claim: a reaped
+    worker saves neither."""
+    lease = _lease_of(publish)
+    with transaction.atomic():
+        publish("status", {"status": Status.SUCCESS, **status_event})
+        return run_succeed(run_id=run.run_id, answer=answer, token=lease.token if lease else None, **results)
+
+
+def _heartbeat(publish, run: DiagnosisRun) -> None:
+    lease = _lease_of(publish)
+    if lease is not None:
+        lease.fence()
+    else:
+        run_heartbeat(run_id=run.run_id)
 
 
 def _budget() -> RunBudget:
@@ -91,7 +137,7 @@ def _budget() -> RunBudget:
 
 
 def _execute_diagnosis(run: DiagnosisRun, publish) -> DiagnosisRun | None:
-    recorder = RunRecorder(run, publish=publish)
+    recorder = RunRecorder(run, publish=publish, lease=_lease_of(publish))
     tools = ToolBox(backends=wiring.backends(), recorder=recorder, max_calls=settings.DIAGNOSIS_MAX_TOOL_CALLS,
                     max_result_bytes=settings.TOOL_RESULT_MAX_BYTES)
     budget = _budget()
@@ -106,7 +152,7 @@ def _execute_diagnosis(run: DiagnosisRun, publish) -> DiagnosisRun | None:
     seen_events = 0
     try:
         for node, _update, state in graph.stream(state, config):
-            run_heartbeat(run_id=run.run_id)
+            _heartbeat(publish, run)
             events = state.get(K.ORCHESTRATION_EVENTS) or ()
             for event in events[seen_events:]:
                 publish("node", dict(event))
@@ -125,8 +171,9 @@ def _execute_diagnosis(run: DiagnosisRun, publish) -> DiagnosisRun | None:
                               orchestration_trace=mapped["orchestration_trace"], self_evaluation=mapped["self_evaluation"],
                               **_counts(recorder, budget, ctx))
     answer = mapped.pop("answer")
-    done = run_succeed(run_id=run.run_id, answer=answer, **mapped, **_counts(recorder, budget, ctx))
-    publish("status", {"status": Status.SUCCESS, "degraded": done.degraded, "verdict": done.effective_verdict or None})
+    done = _finish_succeeded(run, publish, answer=answer, **mapped, **_counts(recorder, budget, ctx),
+                             status_event={"degraded": bool(mapped.get("degraded")),
+                                           "verdict": mapped.get("effective_verdict") or None})
     memory.memory_append(session=run.session, run=done)
     return done
 
@@ -141,7 +188,7 @@ def _counts(recorder: RunRecorder, budget: RunBudget, ctx: AgentContext) -> dict
 
 def _execute_simple(run: DiagnosisRun, publish) -> DiagnosisRun | None:
     """SIMPLE: one model call with history; persisted with its agent_step, no orchestration trace."""
-    recorder = RunRecorder(run, publish=publish)
+    recorder = RunRecorder(run, publish=publish, lease=_lease_of(publish))
     budget = _budget()
     ctx = AgentContext(
         model=wiring.chat_model(), tools=None, steps=recorder, lookup=recorder, budget=budget,
@@ -166,10 +213,9 @@ def _execute_simple(run: DiagnosisRun, publish) -> DiagnosisRun | None:
         answer, removed = render_simple_answer(answer, language=question_language(run.question),
                                                prompt_echoed=prompt_echoed)
     rules = {"budget": budget.to_dict(), "fallback_used": bool(reason), "fallback_reason": reason or None}
-    done = run_succeed(run_id=run.run_id, answer=answer, orchestration_trace=None, degraded=bool(reason),
-                       self_evaluation={"rule_evaluation": rules, "prompt_audit": prompt_audit(),
-                                        "simple_audit": {"evidence_checked": False, "removed": removed}},
-                       **_counts(recorder, budget, ctx))
-    publish("status", {"status": Status.SUCCESS, "degraded": done.degraded, "verdict": None})
+    done = _finish_succeeded(run, publish, answer=answer, orchestration_trace=None, degraded=bool(reason),
+                             self_evaluation={"rule_evaluation": rules, "prompt_audit": prompt_audit(),
+                                              "simple_audit": {"evidence_checked": False, "removed": removed}},
+                             status_event={"degraded": bool(reason), "verdict": None}, **_counts(recorder, budget, ctx))
     memory.memory_append(session=run.session, run=done)
     return done

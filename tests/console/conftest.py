@@ -67,7 +67,7 @@ def roles_create() -> None:
     from django.apps import apps
 
     importlib.import_module("diagnosis.migrations.0002_roles").create_roles(apps, None)
-    importlib.import_module("diagnosis.migrations.0003_i16_review_and_console_indexes").grant_review_roles(apps, None)
+    importlib.import_module("diagnosis.migrations.0004_reviews_and_console_indexes").grant_review_roles(apps, None)
 
 
 def support_staff_create(username: str = "sam"):

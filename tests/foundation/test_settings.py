@@ -21,8 +21,11 @@ PROD = {
 }
 
 
-def load(monkeypatch, **values) -> dict:
-    """Execute config/settings.py afresh with exactly these variables set."""
+def load(monkeypatch, bare: bool = False, **values) -> dict:
+    """Execute config/settings.py afresh with exactly these variables set (and DJANGO_DEBUG=true, as the
+    suite and `make run` set it, unless `bare` or given)."""
+    if not bare:
+        values.setdefault("DJANGO_DEBUG", "true")
     for name in list(__import__("os").environ):
         if name.startswith(("DJANGO_", "DATABASE_", "REDIS_", "OPENAI_", "LLM_", "CELERY_", "CHAT_", "DIAGNOSIS_")) or name in (
             "ALLOWED_HOSTS", "METRICS_BACKEND", "LOGS_BACKEND", "PROMETHEUS_URL", "LOKI_URL", "RUN_LEASE_SECONDS",
@@ -33,8 +36,15 @@ def load(monkeypatch, **values) -> dict:
     return runpy.run_path(SETTINGS)
 
 
-def test_the_embedded_default_needs_no_environment(monkeypatch):
-    s = load(monkeypatch)
+def test_debug_is_off_by_default_and_start_up_then_refuses_without_a_secret_key(monkeypatch):
+    with pytest.raises(ImproperlyConfigured, match="DJANGO_SECRET_KEY is required when DJANGO_DEBUG is false"):
+        load(monkeypatch, bare=True)
+    s = load(monkeypatch, bare=True, DJANGO_SECRET_KEY=PROD["DJANGO_SECRET_KEY"], ALLOWED_HOSTS="aiops.example.com")
+    assert s["DEBUG"] is False and s["SECRET_KEY"] == PROD["DJANGO_SECRET_KEY"]
+
+
+def test_the_embedded_default_needs_nothing_but_debug(monkeypatch):
+    s = load(monkeypatch, DJANGO_DEBUG="true")
     assert s["DEBUG"] is True
     assert s["DATABASES"]["default"]["ENGINE"] == "django.db.backends.sqlite3"
     assert s["DATABASES"]["default"]["NAME"].endswith("var/db.sqlite3")
@@ -190,7 +200,7 @@ def _manage(args, extra_env):
 
 
 def test_a_malformed_value_stops_start_up_with_a_clear_message():
-    result = _manage(["check"], {"DATABASE_URL": "postgres://u@h/db"})
+    result = _manage(["check"], {"DATABASE_URL": "postgres://u@h/db", "DJANGO_DEBUG": "true"})
     assert result.returncode != 0
     assert "ImproperlyConfigured: DATABASE_URL scheme postgres:// is not supported" in result.stderr
 
@@ -202,3 +212,19 @@ def test_the_deploy_check_passes_with_production_variables():
     )
     assert result.returncode == 0, result.stderr + result.stdout
     assert "no issues" in result.stdout
+
+
+def test_the_lease_default_outlasts_one_model_calls_worst_case(monkeypatch):
+    s = load(monkeypatch)
+    assert s["LLM_CALL_WORST_SECONDS"] == 3 * (5 + 60) + 2 * 2  # 3 attempts x (connect + read) + 2 capped backoffs
+    assert s["RUN_LEASE_SECONDS"] >= s["LLM_CALL_WORST_SECONDS"]
+    slow = load(monkeypatch, LLM_READ_TIMEOUT="300")
+    assert slow["RUN_LEASE_SECONDS"] >= slow["LLM_CALL_WORST_SECONDS"] == 3 * 305 + 4
+    assert s["RUN_REAPER_INTERVAL_SECONDS"] <= s["RUN_LEASE_SECONDS"] / 3
+
+
+def test_a_lease_shorter_than_one_model_call_is_refused_at_start_up(monkeypatch):
+    with pytest.raises(ImproperlyConfigured, match=r"RUN_LEASE_SECONDS=120 is shorter than one model call's worst case, 199s"):
+        load(monkeypatch, RUN_LEASE_SECONDS="120")
+    assert load(monkeypatch, RUN_LEASE_SECONDS="10", LLM_CONNECT_TIMEOUT="1", LLM_READ_TIMEOUT="8",
+                LLM_MAX_RETRIES="0")["RUN_LEASE_SECONDS"] == 10

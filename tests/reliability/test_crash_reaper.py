@@ -137,16 +137,44 @@ def test_a_redelivered_message_for_a_stale_run_records_worker_lost_with_the_part
     print(f"\nredelivery of a stale run: FAILED worker_lost by the task itself, {steps} steps kept, 0 added, trace kept")
 
 
-def test_a_redelivered_message_for_a_live_run_does_nothing(make_run, demo_knowledge):
+def test_a_redelivered_message_for_a_live_run_waits_for_the_lease_then_reaps_it(make_run, demo_knowledge, settings):
+    """Never acknowledged while the run may be lost: the delivery waits while the lease is live, and once
+    it lapses records the run FAILED worker_lost itself, adding no step."""
+    from diagnosis.services import runs
+
     run = crash_mid_run(make_run("Why is payment-service failing?"))  # heartbeat still fresh: its worker may be alive
     steps = list(AgentStep.objects.filter(run=run).values_list("pk", "status"))
+    settings.RUN_LEASE_SECONDS = 2
+    checks = []
+    real_reap = runs.run_reap
 
-    result = execute_run.apply(args=[run.run_id]).get()
+    def spy(**kwargs):
+        checks.append(real_reap(**kwargs))
+        return checks[-1]
+
+    with mock.patch.object(runs, "run_reap", spy):
+        result = execute_run.apply(args=[run.run_id]).get()
 
     run.refresh_from_db()
-    assert result == S.RUNNING and run.status == S.RUNNING
-    assert list(AgentStep.objects.filter(run=run).values_list("pk", "status")) == steps
-    print(f"\nredelivery of a live run (fresh heartbeat): returned RUNNING, 0 steps added to {len(steps)}")
+    assert result == S.FAILED and (run.status, run.error_code) == (S.FAILED, "worker_lost")
+    assert checks[0] is None and checks[-1] is not None  # live at first: waited; reaped once the lease lapsed
+    assert sorted(AgentStep.objects.filter(run=run).values_list("pk", flat=True)) == sorted(pk for pk, _ in steps)
+    print(f"\nredelivery of a live run: waited through {len(checks) - 1} live-lease checks, then FAILED worker_lost; "
+          f"0 steps added to {len(steps)}")
+
+
+def test_a_redelivered_message_for_a_run_that_finishes_meanwhile_returns_its_status(make_run, demo_knowledge):
+    from diagnosis.services import runs
+
+    run = crash_mid_run(make_run("Why is payment-service failing?"))
+
+    def holder_finishes(_seconds):  # the other worker saves its result while this delivery waits
+        DiagnosisRun.objects.filter(pk=run.pk).update(status=S.SUCCESS, answer="done")
+
+    with mock.patch.object(runs.time, "sleep", holder_finishes):
+        result = execute_run.apply(args=[run.run_id]).get()
+    run.refresh_from_db()
+    assert result == S.SUCCESS and run.answer == "done"
 
 
 def test_the_same_task_message_delivered_twice_executes_the_run_once(make_run, demo_knowledge):

@@ -67,7 +67,7 @@ def test_chat_with_the_whole_redis_down_answers_503_and_leaves_no_pending_run(al
     elapsed = time.monotonic() - started
 
     assert response.status_code == 503, response.content
-    assert "Redis" in response.json()["error"]["message"]
+    assert "Redis" in response.json()["error"]["message"] and response["Retry-After"]
     assert not DiagnosisRun.objects.filter(status=DiagnosisRun.Status.PENDING).exists()
     print(f"\nredis down (broker + cache): 503 {response.json()['error']['code']} in {elapsed:.2f}s, "
           f"runs created {DiagnosisRun.objects.count()}, PENDING 0")
@@ -115,6 +115,30 @@ def test_health_reports_the_database_unreachable_from_a_real_process(settings):
     assert database["ok"] is False and "OperationalError" in database["error"] and "connect" in database["error"]
     assert result["body"]["checks"]["cache"] == {"ok": True} and result["body"]["checks"]["broker"] == {"ok": True}
     print(f"\nhealth, database unreachable (real process): 503 in {elapsed:.1f}s, {database['error'][:90]!r}")
+
+
+API_WITH_DB_DOWN = (
+    "import json; from rest_framework.test import APIClient; c = APIClient(); c.raise_request_exception = False; "
+    "c.credentials(HTTP_AUTHORIZATION='Token ' + 'a' * 40); out = []; "
+    "rs = [c.get('/api/runs/run-0123456789abcdef0123456789abcdef'), c.post('/api/chat', {'question': 'q'}, format='json'), "
+    "c.get('/api/diagnosis/s-1/runs'), c.get('/api/runs/run-0123456789abcdef0123456789abcdef/events'), "
+    "c.post('/api/feedback', {'sessionId': 's', 'runId': 'run-0123456789abcdef0123456789abcdef', 'feedback': 'useful'}, format='json')]; "
+    "print('RESULT', json.dumps([{'status': r.status_code, 'type': r['Content-Type'], 'retry': r.get('Retry-After'), "
+    "'body': r.content.decode()[:300]} for r in rs]))"
+)
+
+
+def test_with_the_database_unreachable_every_api_call_answers_503_json_with_retry_after(settings):
+    """A server process whose database is gone: authentication itself cannot run. Never an HTML 500."""
+    redis_env = {"REDIS_URL": settings.REDIS_URL} if settings.REDIS_URL else {}
+    results = result_of(manage_shell(API_WITH_DB_DOWN, DATABASE_URL=f"mysql://root@127.0.0.1:{closed_port()}/aiops_gone",
+                                     **redis_env))
+    for i, result in enumerate(results):
+        assert result["status"] == 503 and result["retry"], result
+        assert json.loads(result["body"])["error"]["code"] == "database_unavailable"
+        # the events endpoint answers in the media type it negotiated (its error body is the same JSON)
+        assert result["type"] == ("text/event-stream; charset=utf-8" if i == 3 else "application/json"), result
+    print(f"\ndatabase unreachable (real process): {len(results)} API calls, all 503 database_unavailable JSON with Retry-After")
 
 
 @pytest.mark.services

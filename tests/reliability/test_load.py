@@ -32,6 +32,45 @@ QUESTIONS = (
     "payment-service 5xx since this morning, why?",
 )
 DEADLINE_SECONDS = 150
+# Database connections of this test database open at once, at most: one per client thread's request
+# (the live server runs each request in its own thread) + per worker process one for the run and one
+# for its lease ticker + the worker's reaper timer + this test's two (itself and the sampler) + 3 spare.
+CONNECTION_BOUND = THREADS + 2 * 2 + 1 + 2 + 3
+
+
+class ConnectionSampler:
+    """Counts, every 0.2 s, the server's connections to the test database (information_schema.processlist)."""
+
+    def __init__(self):
+        import threading
+
+        from django.db import connection
+
+        self.db = connection.settings_dict["NAME"]
+        self.params = connection.get_connection_params()
+        self.samples: list[int] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self):
+        import MySQLdb
+
+        conn = MySQLdb.connect(**{k: v for k, v in self.params.items() if k in ("host", "port", "user", "passwd", "password")})
+        try:
+            cursor = conn.cursor()
+            while not self._stop.wait(0.2):
+                cursor.execute("SELECT COUNT(*) FROM information_schema.processlist WHERE db = %s", [self.db])
+                self.samples.append(cursor.fetchone()[0])
+        finally:
+            conn.close()
+
+    def __enter__(self):
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._thread.join(timeout=10)
 # Its own queue: the session's `live_worker` (API tests) must not help, the worker measured has two processes.
 LOAD_QUEUE = "reliability-load"
 
@@ -55,7 +94,8 @@ def test_200_concurrent_chats_on_a_two_process_worker_all_finish_once(live_serve
         return response.status_code, response.json(), time.monotonic() - started
 
     to_load_queue = mock.patch.object(execute_run, "delay", lambda run_id: execute_run.apply_async(args=[run_id], queue=LOAD_QUEUE))
-    with celery_worker(name="load", concurrency=2, queues=LOAD_QUEUE, log_path=tmp_path / "worker.log"), to_load_queue:
+    with celery_worker(name="load", concurrency=2, queues=LOAD_QUEUE, log_path=tmp_path / "worker.log"), to_load_queue, \
+            ConnectionSampler() as connections:
         started = time.monotonic()
         with ThreadPoolExecutor(THREADS) as pool:
             answers = list(pool.map(post, range(CHATS)))
@@ -90,6 +130,8 @@ def test_200_concurrent_chats_on_a_two_process_worker_all_finish_once(live_serve
     left = [v for v in client.hvals("unacked") if json.loads(v)[2] == LOAD_QUEUE]
     assert client.llen(LOAD_QUEUE) == 0 and not left  # no message left behind, queued or unacknowledged
 
+    assert connections.samples and max(connections.samples) <= CONNECTION_BOUND, max(connections.samples)
+
     waits = [(r.started_at - r.created_at).total_seconds() for r in runs]
     durations = [r.duration_ms / 1000 for r in runs]
     accept = [elapsed for _, _, elapsed in answers]
@@ -99,4 +141,6 @@ def test_200_concurrent_chats_on_a_two_process_worker_all_finish_once(live_serve
           f"submitted in {submitted:.1f}s (POST p50 {percentile(accept, 50) * 1000:.0f} ms, p95 {percentile(accept, 95) * 1000:.0f} ms), "
           f"drained in {drained:.1f}s; throughput {CHATS / span:.2f} runs/s on 2 worker processes; "
           f"queue wait p50 {percentile(waits, 50):.1f}s, p95 {percentile(waits, 95):.1f}s; "
-          f"run duration p50 {statistics.median(durations):.2f}s, p95 {percentile(durations, 95):.2f}s")
+          f"run duration p50 {statistics.median(durations):.2f}s, p95 {percentile(durations, 95):.2f}s; "
+          f"database connections at most {max(connections.samples)} (bound {CONNECTION_BOUND}, "
+          f"{len(connections.samples)} samples)")

@@ -17,7 +17,7 @@ def ensure_roles() -> None:
     """The support_staff and auditor groups with their permissions, exactly as the roles migration
     makes them: transactional tests flush the rows that migration created."""
     import_module("diagnosis.migrations.0002_roles").create_roles(apps, None)
-    import_module("diagnosis.migrations.0003_i16_review_and_console_indexes").grant_review_roles(apps, None)
+    import_module("diagnosis.migrations.0004_reviews_and_console_indexes").grant_review_roles(apps, None)
 
 
 @pytest.fixture(autouse=True)

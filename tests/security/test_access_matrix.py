@@ -257,7 +257,7 @@ def test_the_public_endpoints_reveal_no_user_data(alice, world):
         text = response.content.decode()
         leaked = sorted(s for s in secrets if s in text)
         assert not leaked, f"{path} reveals {leaked}"
-    assert set(pages["/api/health"].json()) == {"status", "checks"}
+    assert set(pages["/api/health"].json()) == {"status", "checks", "lastReapAt"}
 
 
 # --------------------------------------------------------------------------- CSRF on session-authenticated writes

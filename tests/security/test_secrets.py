@@ -37,6 +37,7 @@ CANARIES = {
     "pem private key": PEM,
     "url password": "postgres://svc:CanaryPass42xyz@db.internal:5432/payments",
     "password pair": "password=CanaryPw-9913abc",
+    "odbc password": "Server=db.internal,1433;Database=pay;Uid=svc;Pwd=CanaryOdbc-7731xyz;Encrypt=yes",
 }
 # What must never be found: the secret part of each canary (a URL host or a PEM header may stay).
 NEEDLES = {
@@ -46,9 +47,11 @@ NEEDLES = {
     "pem private key": ["MIIEowIBAAKCAQEAcanaryPEMbodyQ0FOQVJZ", "c2VjcmV0LWNhbmFyeS1ib2R5LWxpbmUy"],
     "url password": ["CanaryPass42xyz"],
     "password pair": ["CanaryPw-9913abc"],
+    "odbc password": ["CanaryOdbc-7731xyz"],
 }
 QUESTION = ("Why is payment-service failing? Our config, in case it helps: OPENAI_API_KEY={openai key} "
             "AWS_ACCESS_KEY_ID={aws access key} session token {jwt} DATABASE_URL={url password} {password pair} "
+            "ODBC={odbc password} "
             "and the signing key:\n{pem private key}").format(**CANARIES)
 
 
@@ -61,6 +64,7 @@ def secret_scenario(folder: Path) -> Path:
              f"S3 upload rejected for AWS key {CANARIES['aws access key']}",
              f"openai call failed, api_key={CANARIES['openai key']}",
              f"config reload: {CANARIES['password pair']} HikariPool-1 Connection is not available",
+             f"legacy report job: connection {CANARIES['odbc password']} refused",
              f"TLS setup read key {CANARIES['pem private key']}"]
     with (target / "logs.jsonl").open("a", encoding="utf-8") as logs:
         for i, message in enumerate(lines * 2):
@@ -181,6 +185,29 @@ def ask_and_read_back(alice) -> dict[str, str]:
     from django.core.cache import cache
 
     seen["session memory"] = json.dumps(cache.get(f"session-memory:{run.session.session_id}"), ensure_ascii=False)
+    # Every other free text a user supplies: a feedback comment, and the annotations of an alert.
+    everything = " ".join(CANARIES.values())
+    feedback = client.post("/api/feedback", {"sessionId": run.session.session_id, "runId": run.run_id,
+                                             "feedback": "not_useful", "comment": f"see {everything}"}, format="json")
+    assert feedback.status_code == 200, feedback.content
+    seen["POST /api/feedback"] = feedback.content.decode()
+    alert = {"labels": {"alertname": "PaymentErrors", "service": "payment-service", "severity": "critical"},
+             "annotations": {"summary": "payment-service 5xx", "description": f"runbook says: {everything}"}}
+    aiops = client.post("/api/ai_ops", {"alerts": [alert], "stream": False}, format="json")
+    assert aiops.status_code in (200, 202), aiops.content
+    seen["POST /api/ai_ops"] = aiops.content.decode()
+    seen["trace after feedback"] = client.get(f"/api/diagnosis/{run.session.session_id}/trace?runId={run.run_id}").content.decode()
+    from django.conf import settings
+
+    if settings.REDIS_URL:  # the services pass: every key of the Redis database (cache, broker, results)
+        import redis
+
+        r = redis.Redis.from_url(settings.REDIS_URL)
+        for key in r.scan_iter(count=1000):
+            kind = r.type(key).decode()
+            value = (r.get(key) if kind == "string" else r.hgetall(key) if kind == "hash"
+                     else r.lrange(key, 0, -1) if kind == "list" else r.smembers(key) if kind == "set" else b"")
+            seen[f"redis {key!r}"] = repr(value)
     return seen
 
 

@@ -4,6 +4,7 @@ with Retry-After, create nothing, and leave other users alone."""
 from __future__ import annotations
 
 import threading
+import time
 from unittest import mock
 
 import pytest
@@ -156,3 +157,41 @@ def test_parallel_submissions_never_exceed_the_cap(alice, settings):
     print(f"\ncap 3, {requests} parallel submissions: statuses {sorted(statuses)}, runs created {accepted}")
     assert sorted(statuses) == [202] * 3 + [429] * (requests - 3)
     assert accepted == 3
+
+
+# --------------------------------------------------------------------------- the rate limit under concurrency
+
+
+def test_simultaneous_posts_hold_the_rate_limit_exactly(monkeypatch):
+    """20 requests of one user at the same instant, three rounds: exactly N pass each time. The counter
+    is an atomic increment in the configured cache: Redis (INCR) in the services pass, the local-memory
+    cache (incremented under its lock) in the embedded one."""
+    from types import SimpleNamespace
+
+    from django.conf import settings
+
+    monkeypatch.setattr(ChatThrottle, "THROTTLE_RATES", {**ChatThrottle.THROTTLE_RATES, "chat": "5/min"})
+    backend = settings.CACHES["default"]["BACKEND"].rsplit(".", 1)[-1]
+    rounds = []
+    for round_ in range(3):
+        if time.time() % 60 > 58:  # never straddle two windows of the fixed-window counter
+            time.sleep(61 - time.time() % 60)
+        request = SimpleNamespace(user=SimpleNamespace(pk=f"concurrency-{round_}-{threading.get_native_id()}",
+                                                       is_authenticated=True))
+        start = threading.Barrier(20)
+        allowed = []
+
+        def post():
+            throttle = ChatThrottle()
+            start.wait()
+            allowed.append(throttle.allow_request(request, None))
+
+        threads = [threading.Thread(target=post) for _ in range(20)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=30)
+        rounds.append(sum(allowed))
+        assert len(allowed) == 20
+    assert rounds == [5, 5, 5]
+    print(f"\nrate limit 5/min, 20 simultaneous requests x 3 rounds on {backend}: {rounds} passed")

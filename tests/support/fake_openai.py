@@ -44,6 +44,7 @@ class Reply:
     error_body: dict[str, Any] | None = None
     headers: tuple[tuple[str, str], ...] = ()
     stall_seconds: float = 0.0
+    trickle_seconds: float = 0.0
     raw_body: bytes | None = None
     model: str | None = None
 
@@ -99,6 +100,12 @@ class Reply:
     def stall(cls, seconds: float, then: Reply | None = None) -> Reply:
         """Wait `seconds` before answering (`then`, or a short text); a client timeout cuts it off."""
         return replace(then or cls.text("answer after a stall"), stall_seconds=seconds)
+
+    @classmethod
+    def trickle(cls, seconds: float, then: Reply | None = None) -> Reply:
+        """Answer slowly: the headers at once, then one byte of leading JSON whitespace a second for
+        `seconds`, then the body. A long call that no read timeout cuts (a slow model streaming)."""
+        return replace(then or cls.text("answer after a slow call"), trickle_seconds=seconds)
 
     @classmethod
     def raw(cls, body: bytes | str, *, status: int = 200, content_type: str = "application/json") -> Reply:
@@ -329,7 +336,9 @@ def _handler_for(fake: FakeOpenAI) -> type[BaseHTTPRequestHandler]:
             reply = fake._record_and_pick(request)
             if reply.stall_seconds and fake._closing.wait(reply.stall_seconds):
                 return  # shutting down: drop the connection
-            if reply.raw_body is not None:
+            if reply.trickle_seconds:
+                self._send(reply.status, fake._completion(request, reply), reply.headers, trickle=reply.trickle_seconds)
+            elif reply.raw_body is not None:
                 self._send(reply.status, reply.raw_body, reply.headers)
             elif reply.error_body is not None:
                 self._send(reply.status, {"error": reply.error_body}, reply.headers)
@@ -343,15 +352,21 @@ def _handler_for(fake: FakeOpenAI) -> type[BaseHTTPRequestHandler]:
             else:
                 self._send(404, _error_body(f"fake_openai: no route {self.path}"))
 
-        def _send(self, status: int, payload: Any, headers: Iterable[tuple[str, str]] = ()) -> None:
+        def _send(self, status: int, payload: Any, headers: Iterable[tuple[str, str]] = (), trickle: float = 0.0) -> None:
             data = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
+            ticks = int(trickle)
             header_map = {"content-type": "application/json", **{k.lower(): v for k, v in headers}}
             try:
                 self.send_response(status)
                 for name, value in header_map.items():
                     self.send_header(name, value)
-                self.send_header("content-length", str(len(data)))
+                self.send_header("content-length", str(ticks + len(data)))
                 self.end_headers()
+                for _ in range(ticks):
+                    self.wfile.write(b" ")
+                    self.wfile.flush()
+                    if fake._closing.wait(1.0):
+                        return
                 self.wfile.write(data)
             except (BrokenPipeError, ConnectionResetError):
                 pass  # the client gave up (timeout): that is what the test wanted

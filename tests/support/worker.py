@@ -24,7 +24,8 @@ def test_database_url() -> str:
 
 def worker_env(**extra: str) -> dict:
     env = {k: v for k, v in os.environ.items() if k != "DATABASE_URL"}
-    env.update(DATABASE_URL=test_database_url(), REDIS_URL=settings.REDIS_URL, PYTHONUNBUFFERED="1", **extra)
+    env.update(DATABASE_URL=test_database_url(), REDIS_URL=settings.REDIS_URL, PYTHONUNBUFFERED="1")
+    env.update(extra)  # may point the worker at another database or broker
     return env
 
 

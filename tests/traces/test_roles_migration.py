@@ -14,7 +14,7 @@ pytestmark = pytest.mark.django_db
 VIEW = {
     "view_chatsession", "view_diagnosisrun", "view_agentstep", "view_toolinvocation", "view_runevent",
     "view_caselibraryentry", "view_knowledgedocument", "view_knowledgechunk",
-    "view_runreview", "view_runreviewentry",  # 0003_i16_review_and_console_indexes: reviews are readable too
+    "view_runreview", "view_runreviewentry",  # 0004_reviews_and_console_indexes: reviews are readable too
 }
 
 
@@ -50,6 +50,6 @@ def test_the_migration_reverses_and_reapplies_cleanly():
     assert Permission.objects.filter(codename="view_diagnosisrun").exists()
     roles.create_roles(apps, None)
     roles.create_roles(apps, None)  # idempotent
-    import_module("diagnosis.migrations.0003_i16_review_and_console_indexes").grant_review_roles(apps, None)
+    import_module("diagnosis.migrations.0004_reviews_and_console_indexes").grant_review_roles(apps, None)
     assert codenames("support_staff") == VIEW | {"give_feedback"}
     assert Permission.objects.filter(codename="give_feedback").count() == 1

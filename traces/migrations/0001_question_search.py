@@ -18,6 +18,6 @@ class Migration(migrations.Migration):
     # ALTER TABLE … ADD FULLTEXT cannot run inside a transaction on MySQL; SQLite's DDL can.
     atomic = False
 
-    dependencies = [("diagnosis", "0003_i16_review_and_console_indexes")]
+    dependencies = [("diagnosis", "0004_reviews_and_console_indexes")]
 
     operations = [migrations.RunPython(create, drop, elidable=False)]

@@ -27,7 +27,7 @@ def grant_review_roles(apps, schema_editor):
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('diagnosis', '0003_i11_published_cases'),
+        ('diagnosis', '0003_published_cases'),
         ('contenttypes', '0002_remove_content_type_name'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
