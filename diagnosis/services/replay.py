@@ -37,6 +37,10 @@ class ReplayNotFound(Exception):
     """No such run, or the caller may not replay it: answered as 404, like any cross-user read."""
 
 
+class ReplayForbidden(Exception):
+    """The caller may read the run (an auditor) but not replay it: answered as 403."""
+
+
 class ReplayInputError(Exception):
     def __init__(self, field: str, message: str, code: str = "invalid_input", status: int = 400):
         super().__init__(message)
@@ -99,9 +103,13 @@ def replay_submit(*, user, run_id: str, options: ReplayOptions | None = None) ->
     from diagnosis.tasks import execute_run  # tasks import services; import late
 
     options = options or ReplayOptions()
-    source = DiagnosisRun.objects.select_related("session").filter(run_id=run_id).first()
-    if source is None or not may_replay(user, source):
+    from diagnosis.services.access import visible_runs
+
+    source = visible_runs(user).select_related("session").filter(run_id=run_id).first()
+    if source is None:
         raise ReplayNotFound(run_id)
+    if not may_replay(user, source):
+        raise ReplayForbidden(run_id)
     if source.agent_flow != DiagnosisRun.Flow.CHAT or source.strategy != DiagnosisRun.Strategy.DIAGNOSIS:
         raise ReplayInputError("runId", "only chat diagnosis runs can be replayed (not simple answers or alert analyses)",
                                code="not_replayable", status=409)
@@ -215,3 +223,15 @@ def replay_execute(run: DiagnosisRun, publish) -> DiagnosisRun | None:
             run, publish, recorder=ReplayRecorder(run, backend, publish=publish), backends=backend.backends(),
             model=model, model_names=model_names, history=replay_history(source),
         )
+
+
+def replay_wait(run: DiagnosisRun, seconds: float) -> DiagnosisRun:
+    """The run once terminal (or as it is after `seconds`): a worker may be executing it."""
+    import time
+
+    deadline = time.monotonic() + seconds
+    run.refresh_from_db()
+    while not run.is_terminal and time.monotonic() < deadline:
+        time.sleep(0.2)
+        run.refresh_from_db()
+    return run
