@@ -19,6 +19,14 @@ def test_the_owner_replays_a_run_and_reads_the_diff(alice_api, recorded, eager_t
     replay = DiagnosisRun.objects.get(run_id=body["run"]["runId"])
     assert replay.replay_of_id == original.pk and replay.replay_options["model"] == "offline"
 
+    trace = alice_api.get(f"/api/diagnosis/{replay.session.session_id}/trace?runId={replay.run_id}").json()
+    assert trace["run"]["replayOf"] == original.run_id and trace["run"]["replayOptions"]["model"] == "offline"
+    invocations = trace["toolInvocations"]
+    assert invocations and all(i["replayMode"] == "recorded" for i in invocations)
+    assert [i["sourceInvocation"] for i in invocations] == [
+        {"runId": original.run_id, "invocationId": i} for i in original.tool_invocations.order_by("id").values_list(
+            "invocation_id", flat=True)]
+
     diff = alice_api.get(f"/api/runs/{original.run_id}/diff/{replay.run_id}")
     assert diff.status_code == 200, diff.content
     data = diff.json()
