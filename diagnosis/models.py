@@ -179,8 +179,10 @@ class ToolInvocation(models.Model):
     evidence_refs = models.JSONField(null=True, blank=True)
     duration_ms = models.PositiveIntegerField(null=True, blank=True)
     # In a replay: the recorded invocation this one was served from, and how it was served
-    # ("recorded", "not_in_recording", "live_fallback"); blank for a live run.
-    source_invocation = models.ForeignKey("self", on_delete=models.SET_NULL, null=True, blank=True, related_name="+")
+    # ("recorded", "not_in_recording", "live_fallback"); blank for a live run. No database constraint:
+    # purging the recorded run stays a fast bulk delete and leaves the copy's pointer dangling.
+    source_invocation = models.ForeignKey("self", on_delete=models.DO_NOTHING, db_constraint=False, null=True,
+                                          blank=True, related_name="+")
     replay_mode = models.CharField(max_length=20, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
