@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from django.conf import settings
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework.response import Response
@@ -33,4 +32,4 @@ class RunDiffApi(APIView):
             if run is None:
                 raise ApiError(code="not_found", message="run not found", status_code=404, field=field)
             runs.append(run)
-        return Response(compare_runs(*runs, prices=getattr(settings, "LLM_PRICES", None)))
+        return Response(compare_runs(*runs))  # cost needs a price table: manage.py regress --prices
