@@ -111,8 +111,16 @@ def test_a_model_that_drops_the_root_cause_claim_is_a_regression_and_regress_fai
     assert {r.model for r in openai_llm.requests} == {"fake-worse"}
     assert "REGRESSION" in (tmp_path / "regression.md").read_text()
     # The same report passes when the thresholds allow what this model lost.
-    call_command("regress", "gold", "--model", "fake-worse", "--out", str(tmp_path / "lenient"),
+    prices = tmp_path / "prices.json"
+    prices.write_text(json.dumps({"fake-worse": {"prompt": 2.0, "completion": 8.0}, "*": {"prompt": 0, "completion": 0}}))
+    call_command("regress", "gold", "--model", "fake-worse", "--out", str(tmp_path / "lenient"), "--prices", str(prices),
                  "--max-verdict-drops", "1", "--max-lost-claims", "99", "--max-root-cause-disagreements", "1")
+    lenient = json.loads((tmp_path / "lenient" / "regression.json").read_text())
+    assert lenient["breaches"] == []
+    replay = DiagnosisRun.objects.get(run_id=lenient["runs"][0]["replayRunId"])
+    assert replay.prompt_tokens > 0
+    expected = round((replay.prompt_tokens * 2.0 + replay.completion_tokens * 8.0) / 1e6, 6)
+    assert lenient["summary"]["costUsd"]["replay"] == lenient["runs"][0]["costUsd"]["replay"] == expected
 
 
 def _verified(run) -> list[str]:
