@@ -61,7 +61,7 @@ def run_execute(*, run_id: str, task_id: str = "") -> DiagnosisRun | None:
             from diagnosis.services.aiops import aiops_execute  # it reuses this module's helpers: import late
 
             return aiops_execute(run, publish)
-        if run.replay_of_id:
+        if run.replay_of_id or run.replay_options is not None:  # a purged source must not run live
             from diagnosis.services.replay import replay_execute  # a replay: recorded evidence, same graph
 
             return replay_execute(run, publish)

@@ -69,3 +69,15 @@ def test_another_users_run_cannot_be_replayed(alice, bob, recorded):
         replay_submit(user=bob, run_id=original.run_id)
     assert not DiagnosisRun.objects.filter(replay_of=original).exists()
     assert not ToolInvocation.objects.exclude(run=original).exists()
+
+
+def test_a_replay_whose_recorded_run_was_purged_fails_instead_of_running_live(alice, recorded):
+    from diagnosis.services.runs import run_execute
+
+    original = recorded("inventory-disk-full")
+    replay = DiagnosisRun.objects.create(session=original.session, question=original.question, replay_of=original,
+                                         replay_options=ReplayOptions(model="offline").to_dict())
+    original.delete()
+    replay = run_execute(run_id=replay.run_id)
+    assert replay.status == "FAILED" and replay.error_code == "replay_source_missing"
+    assert not replay.tool_invocations.exists()
