@@ -84,6 +84,9 @@ class DiagnosisRun(models.Model):
     prompt_version = models.CharField(max_length=64, blank=True)
     request_id = models.CharField(max_length=64, null=True, blank=True)
     celery_task_id = models.CharField(max_length=64, blank=True)
+    # A replay re-runs a recorded run on the evidence it saw (diagnosis.services.replay).
+    replay_of = models.ForeignKey("self", on_delete=models.SET_NULL, null=True, blank=True, related_name="replays")
+    replay_options = models.JSONField(null=True, blank=True)
 
     created_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)
@@ -180,6 +183,12 @@ class ToolInvocation(models.Model):
     retrieval_details = models.JSONField(null=True, blank=True)
     evidence_refs = models.JSONField(null=True, blank=True)
     duration_ms = models.PositiveIntegerField(null=True, blank=True)
+    # In a replay: the recorded invocation this one was served from, and how it was served
+    # ("recorded", "not_in_recording", "live_fallback"); blank for a live run. No database constraint:
+    # purging the recorded run stays a fast bulk delete and leaves the copy's pointer dangling.
+    source_invocation = models.ForeignKey("self", on_delete=models.DO_NOTHING, db_constraint=False, null=True,
+                                          blank=True, related_name="+")
+    replay_mode = models.CharField(max_length=20, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -389,3 +398,23 @@ class RunReviewEntry(models.Model):
 
     def __str__(self) -> str:
         return f"{self.action} at {self.created_at:%Y-%m-%d %H:%M}" if self.created_at else self.action
+
+
+class RegressionSet(models.Model):
+    """A named set of recorded runs that `manage.py regress` replays against a new prompt or model."""
+
+    name = models.CharField(max_length=100, unique=True)
+    description = models.TextField(blank=True)
+    filters = models.JSONField(default=dict, blank=True)
+    runs = models.ManyToManyField(DiagnosisRun, related_name="regression_sets", blank=True)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        db_table = "regression_set"
+
+    def __str__(self) -> str:
+        return self.name

@@ -54,9 +54,10 @@ class RunDetailData:
 def run_detail_get(*, pk: Any) -> RunDetailData | None:
     """The run with pk (or run id) `pk`, its steps by index and its invocations by id: three queries."""
     runs = DiagnosisRun.objects.select_related(
-        "session", "session__owner", "feedback_by", "case", "review", "review__assignee",
+        "session", "session__owner", "feedback_by", "case", "review", "review__assignee", "replay_of",
     ).defer(
-        "session__summary", "session__metadata",
+        "session__summary", "session__metadata", "replay_of__answer", "replay_of__self_evaluation",
+        "replay_of__orchestration_trace",
     )
     key = str(pk)
     run = runs.filter(run_id=key).first() if key.startswith("run-") else (

@@ -66,7 +66,9 @@ def run_trace_get(*, user, session_id: str, run_id: str) -> RunTrace | None:
         return None
     steps = list(AgentStep.objects.filter(run_id=run.pk).order_by("step_index"))
     invocations = list(
-        ToolInvocation.objects.filter(run_id=run.pk).annotate(step_index=F("step__step_index")).order_by("id")
+        ToolInvocation.objects.filter(run_id=run.pk).annotate(
+            step_index=F("step__step_index"), source_invocation_ref=F("source_invocation__invocation_id"),
+            source_run_ref=F("source_invocation__run__run_id")).order_by("id")
     )
     return RunTrace(run=run, steps=steps, tool_invocations=invocations)
 

@@ -51,9 +51,16 @@ class TraceRunSerializer(serializers.Serializer):
     completionTokens = serializers.IntegerField(source="completion_tokens")
     modelName = serializers.CharField(source="model_name")
     promptVersion = serializers.CharField(source="prompt_version")
+    replayOf = serializers.SerializerMethodField(help_text="The recorded run this run replays, if any.")
+    replayOptions = serializers.JSONField(source="replay_options", allow_null=True)
     createdAt = serializers.DateTimeField(source="created_at")
     startedAt = serializers.DateTimeField(source="started_at", allow_null=True)
     finishedAt = serializers.DateTimeField(source="finished_at", allow_null=True)
+
+    def get_replayOf(self, run: DiagnosisRun) -> str | None:  # noqa: N802 (wire name)
+        if not run.replay_of_id:
+            return None
+        return DiagnosisRun.objects.filter(pk=run.replay_of_id).values_list("run_id", flat=True).first()
 
     def get_orchestrationTrace(self, run: DiagnosisRun) -> dict | None:  # noqa: N802 (wire name)
         return orchestration_trace_parse(run.orchestration_trace)
@@ -96,7 +103,14 @@ class TraceToolInvocationSerializer(serializers.Serializer):
     retrievalDetails = serializers.JSONField(source="retrieval_details")
     evidenceRefs = serializers.JSONField(source="evidence_refs")
     durationMs = serializers.IntegerField(source="duration_ms", allow_null=True)
+    replayMode = serializers.CharField(source="replay_mode", help_text="In a replay: recorded, not_in_recording or "
+                                       "live_fallback; empty for a live run.")
+    sourceInvocation = serializers.SerializerMethodField(help_text="In a replay: the recorded invocation served.")
     createdAt = serializers.DateTimeField(source="created_at")
+
+    def get_sourceInvocation(self, invocation) -> dict | None:  # noqa: N802 (wire name)
+        ref = getattr(invocation, "source_invocation_ref", None)
+        return {"runId": invocation.source_run_ref, "invocationId": ref} if ref else None
 
 
 class TraceOutputSerializer(serializers.Serializer):

@@ -62,6 +62,10 @@ def run_execute(*, run_id: str, task_id: str = "") -> DiagnosisRun | None:
                     from diagnosis.services.aiops import aiops_execute  # it reuses this module's helpers: import late
 
                     return aiops_execute(run, publish)
+                if run.replay_of_id or run.replay_options is not None:  # a purged source must not run live
+                    from diagnosis.services.replay import replay_execute  # a replay: recorded evidence, same graph
+
+                    return replay_execute(run, publish)
                 if run.strategy == DiagnosisRun.Strategy.SIMPLE:
                     return _execute_simple(run, publish)
                 return _execute_diagnosis(run, publish)
@@ -136,15 +140,18 @@ def _budget() -> RunBudget:
                      max_seconds=settings.DIAGNOSIS_MAX_SECONDS)
 
 
-def _execute_diagnosis(run: DiagnosisRun, publish) -> DiagnosisRun | None:
-    recorder = RunRecorder(run, publish=publish, lease=_lease_of(publish))
-    tools = ToolBox(backends=wiring.backends(), recorder=recorder, max_calls=settings.DIAGNOSIS_MAX_TOOL_CALLS,
+def _execute_diagnosis(run: DiagnosisRun, publish, *, recorder=None, backends=None, model=None, model_names=None,
+                       history=None) -> DiagnosisRun | None:
+    # The keyword arguments are a replay's (diagnosis.services.replay): recorded evidence, a chosen model.
+    recorder = recorder or RunRecorder(run, publish=publish, lease=_lease_of(publish))
+    tools = ToolBox(backends=backends or wiring.backends(), recorder=recorder, max_calls=settings.DIAGNOSIS_MAX_TOOL_CALLS,
                     max_result_bytes=settings.TOOL_RESULT_MAX_BYTES)
     budget = _budget()
     ctx = AgentContext(
-        model=wiring.chat_model(), tools=tools, steps=recorder, lookup=recorder, budget=budget,
-        run_id=run.run_id, session_id=recorder.session_id, history=memory.memory_for_prompt(session=run.session, before=run),
-        model_names=wiring.model_names(),
+        model=model or wiring.chat_model(), tools=tools, steps=recorder, lookup=recorder, budget=budget,
+        run_id=run.run_id, session_id=recorder.session_id,
+        history=memory.memory_for_prompt(session=run.session, before=run) if history is None else history,
+        model_names=wiring.model_names() if model_names is None else model_names,
     )
     graph = build_diagnosis_graph(DiagnosisAgents(ctx).nodes())
     state = initial_diagnosis_state(run.question)

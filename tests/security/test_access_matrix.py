@@ -61,6 +61,9 @@ API_MATRIX = {
     # A session is written only by its owner: even staff cannot post into someone else's.
     "POST /api/chat {A.session}": {"alice": 200, "bob": 404, "support": 404, "auditor": 404},
     "POST /api/ai_ops {A.session}": {"alice": 202, "bob": 404, "support": 404, "auditor": 404},
+    # A replay is a new run of the caller's; auditors read a run but do not replay it.
+    "POST /api/runs/{A}/replay": {"alice": 202, "bob": 404, "support": 202, "auditor": 403},
+    "GET /api/runs/{A}/diff/{A}": {"alice": 200, "bob": 404, "support": 200, "auditor": 200},
 }
 
 
@@ -81,6 +84,10 @@ def call(client: APIClient, endpoint: str, run):
         return client.post("/api/chat", {"question": "hello there", "sessionId": run.session.session_id}, format="json")
     if endpoint == "POST /api/ai_ops {A.session}":
         return client.post("/api/ai_ops", {"sessionId": run.session.session_id, "stream": False}, format="json")
+    if endpoint == "POST /api/runs/{A}/replay":
+        return client.post(f"/api/runs/{run.run_id}/replay", {}, format="json")
+    if endpoint == "GET /api/runs/{A}/diff/{A}":
+        return client.get(f"/api/runs/{run.run_id}/diff/{run.run_id}")
     raise AssertionError(endpoint)
 
 
@@ -185,7 +192,7 @@ def _api_routes() -> list[str]:
                 found.append(prefix + str(p.pattern))
 
     walk(get_resolver().url_patterns, "/")
-    values = {"run_id": MISSING_RUN, "session_id": "s-unknown"}
+    values = {"run_id": MISSING_RUN, "run_a": MISSING_RUN, "run_b": MISSING_RUN, "session_id": "s-unknown"}
     paths = []
     for route in found:
         if not route.startswith("/api/"):
@@ -198,7 +205,8 @@ def test_the_route_table_has_no_api_endpoint_this_matrix_does_not_know():
     known = PUBLIC_API | {"/api/chat", "/api/feedback", "/api/ai_ops", f"/api/runs/{MISSING_RUN}",
                           f"/api/cases/{MISSING_RUN}/publish",
                           f"/api/runs/{MISSING_RUN}/events", "/api/diagnosis/s-unknown/trace",
-                          "/api/diagnosis/s-unknown/runs"}
+                          "/api/diagnosis/s-unknown/runs", f"/api/runs/{MISSING_RUN}/replay",
+                          f"/api/runs/{MISSING_RUN}/diff/{MISSING_RUN}"}
     assert set(_api_routes()) <= known, f"new API endpoints need rows in the access matrix: {set(_api_routes()) - known}"
 
 

@@ -29,7 +29,8 @@ MAX_EXAMPLES = 25
 OPERATIONS = (
     "POST /api/chat", "POST /api/ai_ops", "GET /api/runs/{run_id}", "GET /api/runs/{run_id}/events",
     "GET /api/diagnosis/{session_id}/trace", "GET /api/diagnosis/{session_id}/runs", "POST /api/feedback",
-    "GET /api/health", "POST /api/cases/{run_id}/publish",
+    "GET /api/health", "POST /api/cases/{run_id}/publish", "POST /api/runs/{run_id}/replay",
+    "GET /api/runs/{run_a}/diff/{run_b}",
 )
 STATS: Counter = Counter()
 
@@ -135,6 +136,7 @@ SEEDED = {
     "GET /api/diagnosis/{session_id}/trace": lambda run: {"path_parameters": {"session_id": run.session.session_id},
                                                          "query": {"runId": run.run_id}},
     "GET /api/diagnosis/{session_id}/runs": lambda run: {"path_parameters": {"session_id": run.session.session_id}},
+    "GET /api/runs/{run_a}/diff/{run_b}": lambda run: {"path_parameters": {"run_a": run.run_id, "run_b": run.run_id}},
 }
 
 

@@ -121,7 +121,7 @@ def test_it_returns_the_exact_shape_of_every_part(api, alice, alice_run):
         "runId", "sessionId", "agentFlow", "strategy", "status", "question", "answer", "degraded",
         "effectiveVerdict", "selfEvaluation", "orchestrationTrace", "feedback", "feedbackComment", "feedbackAt",
         "errorCode", "errorMessage", "durationMs", "stepCount", "toolCount", "promptTokens", "completionTokens",
-        "modelName", "promptVersion", "createdAt", "startedAt", "finishedAt",
+        "modelName", "promptVersion", "replayOf", "replayOptions", "createdAt", "startedAt", "finishedAt",
     }
     assert set(body["chatSession"]) == {"sessionId", "title", "createdAt", "lastMessageAt"}
     assert set(body["steps"][0]) == {
@@ -130,8 +130,9 @@ def test_it_returns_the_exact_shape_of_every_part(api, alice, alice_run):
     }
     assert set(body["toolInvocations"][0]) == {
         "invocationId", "stepIndex", "toolName", "arguments", "status", "result", "truncated", "errorMessage",
-        "retrievalDetails", "evidenceRefs", "durationMs", "createdAt",
+        "retrievalDetails", "evidenceRefs", "durationMs", "replayMode", "sourceInvocation", "createdAt",
     }
+    assert body["run"]["replayOf"] is None and body["toolInvocations"][0]["sourceInvocation"] is None
     assert body["steps"][0]["modelInput"] == [{"role": "user", "content": "step 0"}]
     assert body["toolInvocations"][0]["arguments"] == {"service": "payment-service"}
 

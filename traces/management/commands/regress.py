@@ -1,0 +1,61 @@
+"""manage.py regress SET --model … --prompt-version …: replay a regression set and gate on thresholds."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from django.core.management.base import BaseCommand, CommandError
+
+from diagnosis.services.regression import RegressionSetError
+from diagnosis.services.replay import ReplayInputError, replay_options_clean
+from traces.regress import Thresholds, regress, write_report
+
+
+class Command(BaseCommand):
+    help = ("Replay every run of a regression set on its recorded evidence with the given model and prompt "
+            "catalog, compare each with the recorded run, write regression.json and regression.md, and exit "
+            "non-zero when a total exceeds its threshold.")
+
+    def add_arguments(self, parser):
+        parser.add_argument("set_name", metavar="SET")
+        parser.add_argument("--model", help='one model for every role; "offline" is the built-in analyser')
+        parser.add_argument("--role-model", action="append", default=[], metavar="ROLE=MODEL")
+        parser.add_argument("--prompt-version", help='"current", a catalog name or catalog-<hash>')
+        parser.add_argument("--live-fallback", action="store_true")
+        parser.add_argument("--max-verdict-drops", type=int, default=0)
+        parser.add_argument("--max-lost-claims", type=int, default=0)
+        parser.add_argument("--max-root-cause-disagreements", type=int, default=0)
+        parser.add_argument("--max-unsupported-claims", type=int, default=0)
+        parser.add_argument("--max-failed-replays", type=int, default=0)
+        parser.add_argument("--prices", type=Path, help='price table JSON: {"model": {"prompt": usd_per_1M, "completion": usd_per_1M}}')
+        parser.add_argument("--out", type=Path, default=Path("var/regress"), help="report folder")
+        parser.add_argument("--wait", type=float, default=600.0, help="seconds to wait for each replay")
+
+    def handle(self, *args, **o):
+        models = dict(item.partition("=")[::2] for item in o["role_model"])
+        try:
+            options = replay_options_clean(model=o["model"], models=models or None, prompt_version=o["prompt_version"],
+                                           live_fallback=o["live_fallback"])
+        except ReplayInputError as exc:
+            raise CommandError(f"{exc.field}: {exc.message}") from None
+        prices = None
+        if o["prices"]:
+            try:
+                prices = json.loads(o["prices"].read_text(encoding="utf-8"))
+            except (OSError, ValueError) as exc:
+                raise CommandError(f"--prices: {exc}") from None
+        limits = Thresholds(o["max_verdict_drops"], o["max_lost_claims"], o["max_root_cause_disagreements"],
+                            o["max_unsupported_claims"], o["max_failed_replays"])
+        try:
+            report = regress(set_name=o["set_name"], options=options, limits=limits, prices=prices, wait_seconds=o["wait"])
+        except RegressionSetError as exc:
+            raise CommandError(str(exc)) from None
+        json_path, md_path = write_report(report, o["out"])
+        s = report["summary"]
+        self.stdout.write(
+            f"regress {report['set']}: {s['runs']} runs, root-cause agreement {s['rootCauseAgreement']}, "
+            f"verdict drops {s['verdictDrops']}, claims lost {s['claimsLost']}, added {s['claimsAdded']}, "
+            f"unsupported {s['unsupportedClaims']}, failed {s['failedReplays']}\nreport: {json_path} {md_path}")
+        if report["breaches"]:
+            raise CommandError("regression beyond thresholds: " + "; ".join(report["breaches"]))
