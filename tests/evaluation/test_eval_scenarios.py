@@ -25,6 +25,11 @@ def test_the_offline_analyser_makes_no_unverified_claim_on_any_scenario(tmp_path
         # Offline end to end on database rows: the composer answers, naming the ground-truth cause.
         assert row["verdict"] in ("PASS", "LOW_CONFID") and not row["fallback_used"], row
         assert row["root_cause_hit"], row
+        assert not row["false_confidence"], row
+        run = DiagnosisRun.objects.get(run_id=row["run_id"])
+        healthy = run.diagnosis["nothingWrong"]
+        assert healthy or run.diagnosis["rootCause"]["claimIds"], run.diagnosis
+        assert not run.diagnosis["undetermined"], run.diagnosis
         run = DiagnosisRun.objects.get(run_id=row["run_id"])
         assert run.orchestration_trace["final_node"] == "composer"
         cited = set(evaluation.INVOCATION_RE.findall(run.answer))
@@ -51,3 +56,45 @@ def test_scoring_counts_a_missed_root_cause():
     run = DiagnosisRun(answer="Everything is on fire in checkout-service.", effective_verdict="PASS", self_evaluation={})
     score = evaluation.score_run(run, {"root_cause_service": "redis-cache", "cause_keywords": ["maxmemory"]})
     assert score["root_cause_hit"] is False and score["service_hit"] is False and score["cause_hit"] is False
+
+
+def _scored(diagnosis, verdict="PASS", answer=""):
+    run = DiagnosisRun(answer=answer, effective_verdict=verdict, self_evaluation={}, diagnosis=diagnosis)
+    return evaluation.score_run(run, {"root_cause_service": "redis-cache", "cause_keywords": ["maxmemory", "rebalance"]})
+
+
+def _root(service, summary, cause=None):
+    return {"rootCause": {"service": service, "cause": cause, "summary": summary, "startedAt": None, "claimIds": ["c1"]},
+            "nothingWrong": False, "undetermined": False, "symptoms": []}
+
+
+def test_strict_scoring_reads_the_root_cause_summary_never_quoted_evidence():
+    answer = "Root cause: redis-cache. Evidence: “consumer group rebalance maxmemory” [inv-0000000a]"
+    quoted = _scored(_root("redis-cache", 'Root cause (unknown): redis-cache — It began after: "maxmemory reached".'), answer=answer)
+    assert quoted["service_hit"] and not quoted["cause_hit"] and not quoted["root_cause_hit"]
+    assert quoted["false_confidence"] is True  # PASS on an unestablished cause
+    assert quoted["lenient_hit"] is True  # what the former scorer would have counted
+    named = _scored(_root("redis-cache", "Root cause (redis_maxmemory): redis-cache — maxmemory reached."))
+    assert named["root_cause_hit"] and not named["false_confidence"]
+
+
+def test_a_wrong_service_under_pass_is_false_confidence_and_undetermined_is_counted_apart():
+    wrong = _scored(_root("checkout-service", "Root cause (maxmemory): checkout-service — maxmemory."))
+    assert wrong["false_confidence"] and not wrong["root_cause_hit"]
+    assert not _scored(_root("checkout-service", "x"), verdict="LOW_CONFID")["false_confidence"]
+    undetermined = _scored({"rootCause": None, "nothingWrong": False, "undetermined": True, "symptoms": []},
+                           verdict="LOW_CONFID")
+    assert undetermined["undetermined"] and not undetermined["root_cause_hit"] and not undetermined["false_confidence"]
+    healthy_claim = _scored({"rootCause": None, "nothingWrong": True, "undetermined": False, "symptoms": []})
+    assert healthy_claim["false_confidence"]  # "nothing wrong" under PASS when something is
+
+
+def test_healthy_scenarios_score_nothing_wrong():
+    truth = {"root_cause_service": None, "expected_nothing_wrong": True, "cause_keywords": ["healthy"]}
+    ok = evaluation.score_run(DiagnosisRun(answer="", effective_verdict="PASS", self_evaluation={},
+                                           diagnosis={"rootCause": None, "nothingWrong": True, "undetermined": False,
+                                                      "symptoms": []}), truth)
+    assert ok["nothing_wrong_correct"] and ok["root_cause_hit"] and not ok["false_confidence"]
+    bad = evaluation.score_run(DiagnosisRun(answer="", effective_verdict="PASS", self_evaluation={},
+                                            diagnosis=_root("catalog-service", "x")), truth)
+    assert bad["false_confidence"] and bad["nothing_wrong_correct"] is False

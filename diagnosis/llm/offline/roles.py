@@ -440,7 +440,31 @@ def _compose(si: Mapping[str, Any]) -> dict[str, Any]:
             plan["evidence"].append(claim["claim_id"])
     plan["evidence"] = plan["evidence"][:8]
     plan["next_steps"] += [{"text": a} for a in actions[: max(1, 3 - len(plan["next_steps"]))]]
+    plan["diagnosis"] = _diagnosis_hint(claims, root, nothing, verdict)
     return plan
+
+
+def _diagnosis_hint(claims: list[Mapping[str, Any]], root: Mapping[str, Any] | None,
+                    nothing: Mapping[str, Any] | None, verdict: str) -> dict[str, Any]:
+    """The structured outcome the server checks against what it renders (answer_render.structured_diagnosis)."""
+    concluded = verdict in ("PASS", "LOW_CONFID")
+    hint: dict[str, Any] = {"outcome": "undetermined", "symptoms": []}
+    root_service = None
+    if concluded and root is not None:
+        match = ROOT_RE.match(str(root["statement"]))
+        root_service = match.group("service")
+        if match.group("cause") in CAUSE_BY_KEY:
+            hint.update(outcome="root_cause", service=root_service, cause=match.group("cause"))
+    elif concluded and nothing is not None:
+        hint["outcome"] = "nothing_wrong"
+    seen = {root_service}
+    for claim in claims:
+        statement = str(claim.get("statement", ""))
+        match = METRIC_RE.match(statement) or LOGS_RE.match(statement) or ALERT_RE.match(statement)
+        if match and match.group("service") not in seen:
+            seen.add(match.group("service"))
+            hint["symptoms"].append({"service": match.group("service"), "claim_id": claim["claim_id"]})
+    return hint
 
 
 # --------------------------------------------------------------------------- simple chat
