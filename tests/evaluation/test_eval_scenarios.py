@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from django.conf import settings
 from django.core.management import CommandError, call_command
 
 from diagnosis.models import DiagnosisRun
@@ -16,7 +17,9 @@ pytestmark = pytest.mark.django_db
 def test_the_offline_analyser_makes_no_unverified_claim_on_any_scenario(tmp_path, capsys):
     call_command("eval_scenarios", "--out", str(tmp_path))
     report = json.loads((tmp_path / "evaluation.json").read_text())
-    assert report["summary"]["runs"] == 20  # ten scenarios, English and Chinese
+    shipped = len(evaluation.scenario_dirs(settings.DEMO_SCENARIOS_DIR))
+    assert shipped >= 13 and report["summary"]["runs"] == 2 * shipped  # every scenario, English and Chinese
+    assert report["summary"]["false_confidence"] == 0
     assert report["summary"]["unsupported_claims"] == 0
     for row in report["scenarios"]:
         assert row["status"] == "SUCCESS", row
@@ -49,7 +52,8 @@ def test_the_harness_fails_when_an_answer_cites_unverified_evidence(tmp_path, mo
     monkeypatch.setattr(evaluation, "run_execute", fabricate)
     with pytest.raises(CommandError, match="unverified claim"):
         call_command("eval_scenarios", "--lang", "en", "--out", str(tmp_path))
-    assert json.loads((tmp_path / "evaluation.json").read_text())["summary"]["unsupported_claims"] == 10
+    shipped = len(evaluation.scenario_dirs(settings.DEMO_SCENARIOS_DIR))
+    assert json.loads((tmp_path / "evaluation.json").read_text())["summary"]["unsupported_claims"] == shipped
 
 
 def test_scoring_counts_a_missed_root_cause():

@@ -5,11 +5,11 @@ from __future__ import annotations
 import json
 import math
 import re
-from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any, Mapping
 
-
+from diagnosis.llm.offline.cause import Cause, _m, _rx
+from diagnosis.llm.offline.taxonomy import BROAD_CAUSES
 
 MODEL_NAME = "offline-analyser-v1"
 EVIDENCE_VERSION = "executor_evidence_v2"
@@ -28,49 +28,7 @@ ONSET_TOLERANCE_S = 120  # a dependency whose trouble starts this much after its
 BADGE = {"en": "_Offline analyser (rule-based, no LLM)_", "zh": "_离线分析器（基于规则，未使用大模型）_"}
 
 
-def _rx(*patterns: str) -> tuple[re.Pattern[str], ...]:
-    return tuple(re.compile(p, re.IGNORECASE) for p in patterns)
-
-
 # --------------------------------------------------------------------------- the incident lexicon
-
-
-@dataclass(frozen=True)
-class Cause:
-    """One failure category: how it shows in text and metrics, what it is called, what to do."""
-
-    key: str
-    label_en: str
-    label_zh: str
-    text: tuple[re.Pattern[str], ...]
-    metrics: tuple[tuple[re.Pattern[str], str], ...]  # (metric-name pattern, "up" | "down" | "changed")
-    search: str
-    actions_en: tuple[str, ...]
-    actions_zh: tuple[str, ...]
-    remote: bool = False  # the cause usually lives in a dependency of the service that reports it
-
-    def matches_text(self, text: str) -> bool:
-        return any(p.search(text) for p in self.text)
-
-    def matches_series(self, name: str, direction: str | None) -> bool:
-        if direction is None:
-            return False
-        wanted = {"saturated": "up"}.get(direction, direction)
-        return any(p.search(name) and want == wanted for p, want in self.metrics)
-
-    def watches(self, name: str) -> bool:
-        """True when a series of this name is one the category would move (whatever it did)."""
-        return any(p.search(name) for p, _ in self.metrics)
-
-    def label(self, language: str) -> str:
-        return self.label_zh if language == "zh" else self.label_en
-
-    def actions(self, language: str) -> tuple[str, ...]:
-        return self.actions_zh if language == "zh" else self.actions_en
-
-
-def _m(pattern: str, direction: str) -> tuple[re.Pattern[str], str]:
-    return re.compile(pattern, re.IGNORECASE), direction
 
 
 CAUSES: tuple[Cause, ...] = (
@@ -90,10 +48,10 @@ CAUSES: tuple[Cause, ...] = (
     Cause(
         "memory_leak_oom",
         "memory leak (heap growth ending in OutOfMemoryError / OOM kills)", "内存泄漏（堆内存持续增长，最终 OutOfMemoryError / OOM）",
-        _rx(r"outofmemoryerror", r"\boomkilled\b", r"java heap space", r"gc overhead", r"full gc \(allocation failure\)",
+        _rx(r"outofmemoryerror", r"java heap space", r"gc overhead", r"full gc \(allocation failure\)",
             r"memory leak", r"\bunbounded\b", r"内存泄漏", r"内存溢出"),
-        (_m(r"heap_used|memory_working_set|memory_usage_bytes|memory_rss", "up"), _m(r"restarts", "up"),
-         _m(r"gc_time", "up")),
+        # Restarts alone are no leak (a crash loop restarts too); an OOM kill alone is a limit, not a leak.
+        (_m(r"heap_used|memory_working_set|memory_usage_bytes|memory_rss", "up"), _m(r"gc_time", "up")),
         "memory leak OutOfMemoryError OOMKilled heap growth 内存泄漏",
         ("Roll back the release that started the heap growth, or bound the cache/collection that grows, then restart the pods.",
          "Capture a heap dump before the next OOM kill to confirm what holds the memory."),
@@ -211,6 +169,7 @@ CAUSES: tuple[Cause, ...] = (
         ("提高服务的 CPU limit。",),
     ),
 )
+CAUSES = CAUSES + BROAD_CAUSES  # the broad taxonomy ranks after the categories above
 CAUSE_BY_KEY = {cause.key: cause for cause in CAUSES}
 
 # Deploys, config pushes, migrations, scheduling and batch starts: what usually precedes an incident.

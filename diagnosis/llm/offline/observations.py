@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from collections import Counter
@@ -19,6 +20,7 @@ from diagnosis.llm.offline.lexicon import (
     _parse_ts,
     _short,
     _suspicious,
+    _workload,
 )
 
 
@@ -34,13 +36,15 @@ class LogLine:
     service: str
     level: str
     message: str
+    raw_path: str | None = None  # where the message sits when it is not a log record (Kubernetes state, events)
+    tool: str = "query_logs"
 
     @property
     def path(self) -> str:
-        return f"$.records[{self.index}].message"
+        return self.raw_path or f"$.records[{self.index}].message"
 
     def binding(self) -> dict[str, str]:
-        return _binding(self.invocation_id, "query_logs", self.path, self.message)
+        return _binding(self.invocation_id, self.tool, self.path, self.message)
 
 
 @dataclass
@@ -217,6 +221,64 @@ def _cause_rank(key: str) -> int:
     return next(i for i, cause in enumerate(CAUSES) if cause.key == key)
 
 
+K8S_FAILING_WAIT = frozenset({"CrashLoopBackOff", "ImagePullBackOff", "ErrImagePull", "CreateContainerConfigError",
+                              "CreateContainerError", "InvalidImageName", "RunContainerError"})
+
+
+def _json_item(key: str, value: Any) -> str:
+    """``"key": value`` exactly as it appears in the JSON text of the object (json.dumps defaults)."""
+    return f"{json.dumps(key, ensure_ascii=False)}: {json.dumps(value, ensure_ascii=False)}"
+
+
+def kubernetes_lines(inv: str, result: Mapping[str, Any], seen: set) -> list[LogLine]:
+    """Kubernetes state as log-like lines of the workload: Warning events, failing waits, last terminations.
+
+    Each line's message is a value of the tool result, at its own path, so claims can quote it exactly.
+    """
+    lines: list[LogLine] = []
+    for i, pod in enumerate(result.get("pods") or []):
+        if not isinstance(pod, Mapping) or not isinstance(pod.get("name"), str):
+            continue
+        service = _workload(pod["name"])
+        for j, c in enumerate(pod.get("containers") or []):
+            if not isinstance(c, Mapping):
+                continue
+            for key, level in (("lastState", "ERROR"), ("state", "ERROR")):
+                state = c.get(key)
+                if not isinstance(state, Mapping) or not isinstance(state.get("reason"), str):
+                    continue
+                failing = state.get("state") == "terminated" and state.get("exitCode") not in (0, None)
+                failing |= state.get("state") == "waiting" and state["reason"] in K8S_FAILING_WAIT
+                if not failing:
+                    continue
+                when = state.get("finishedAt") or state.get("startedAt") or ""
+                # The reason (with the exit code next to it) quoted from the state's JSON text: long enough to cite.
+                items = [(k, _json_item(k, v)) for k, v in state.items()]
+                at = next(n for n, (k, _) in enumerate(items) if k == "reason")
+                quoted = ", ".join(text for _, text in items[at:at + 2]) if at + 1 < len(items) and items[at + 1][0] == "exitCode" \
+                    else items[at][1]
+                candidates = [(quoted, f"$.pods[{i}].containers[{j}].{key}")]
+                if isinstance(state.get("message"), str) and state["message"]:
+                    candidates.append((state["message"], f"$.pods[{i}].containers[{j}].{key}.message"))
+                for value, path in candidates:
+                    if (service, value) not in seen and not _suspicious(value):
+                        seen.add((service, value))
+                        lines.append(LogLine(inv, -1, str(when), _parse_ts(when), service, level, value, path,
+                                             "query_kubernetes"))
+    for k, event in enumerate(result.get("events") or []):
+        if not isinstance(event, Mapping) or not isinstance(event.get("message"), str) or event.get("type") != "Warning":
+            continue
+        target = str(event.get("object", "")).split("/", 1)[-1]
+        service, message = _workload(target), event["message"]
+        if (service, "event", message) in seen or _suspicious(message):
+            continue
+        seen.add((service, "event", message))
+        when = event.get("lastTimestamp") or ""
+        lines.append(LogLine(inv, -1, str(when), _parse_ts(when), service, "WARN", message, f"$.events[{k}].message",
+                             "query_kubernetes"))
+    return lines
+
+
 class Observations:
     """The successful tool results of a run, parsed once, with per-service profiles."""
 
@@ -257,6 +319,8 @@ class Observations:
                                               service, str(rec.get("level", "INFO")).upper(), rec["message"]))
             elif tool == "query_metrics":
                 self._add_series(inv, result, seen_series)
+            elif tool == "query_kubernetes":
+                self.lines += kubernetes_lines(inv, result, seen_lines)
             elif tool == "query_alerts":
                 for k, raw in enumerate(result.get("alerts") or []):
                     if not isinstance(raw, Mapping):

@@ -75,6 +75,9 @@ def _plan(si: Mapping[str, Any]) -> dict[str, Any]:
     for service in services:
         step("query_logs", {"service": service, "limit": LOG_LIMIT}, f"Recent log lines of {service}: errors, warnings, changes.")
         step("query_metrics", {"service": service}, f"Metric series of {service} against their baselines.")
+    for service in services[:1]:
+        step("query_kubernetes", {"kind": "deployment", "name": service},
+             f"Kubernetes events and container states of {service}: restarts, exit codes, scheduling.")
     if services:
         goal = f"Find why {', '.join(services)} {'is' if len(services) == 1 else 'are'} misbehaving and cite the evidence."
     else:
