@@ -174,7 +174,12 @@ CAUSE_BY_KEY = {cause.key: cause for cause in CAUSES}
 
 # Deploys, config pushes, migrations, scheduling and batch starts: what usually precedes an incident.
 CHANGE_PATTERNS = _rx(
-    r"\brolling update\b", r"\brollout\b", r"\bdeploy(?:ed|ing|ment)?\b", r"\bstarted \S+ v\d", r"\bv\d+\.\d+(?:\.\d+)?\s*->",
+    # Anchored: a deploy that happened to something ("Deployed x v2", "deployment x rolled out"), never a
+    # framework's start-up banner ("do not use it in a production deployment").
+    r"\brolling update\b", r"\brollout\b", r"\bdeploy(?:ed|ing)\b", r"\bdeploy \S+ v?\d",
+    r"\bdeployment \S+ (?:rolled|rollout|updated|started|complete|progressing)", r"\bscaled (?:up|down) replica set\b",
+    r"\bstarted \S+ v\d", r"\bv\d+\.\d+(?:\.\d+)?\s*->",
+    r"\b(?:feature )?flag \S+ (?:set to|changed|flipped|turned (?:on|off)|enabled|disabled)\b",
     r"\bmigration\b", r"\b(?:drop|create) index\b", r"\balter table\b", r"\bconfig(?:uration)? (?:push|reload|change)",
     r"\bapplied by\b", r"\bscheduled pod\b", r"\bfeature \S+ enabled\b", r"\b(?:job|batch)\b.*\bstarted\b",
     r"\bstarted\b.*\b(?:job|batch)\b", r"大事务", r"批量更新", r"发布", r"上线",
