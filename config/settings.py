@@ -195,6 +195,8 @@ LLM_MAX_TOKENS = {
 # --- Evidence tools -------------------------------------------------------------------------------
 METRICS_BACKEND = env_choice("METRICS_BACKEND", "demo", ("demo", "prometheus"))
 LOGS_BACKEND = env_choice("LOGS_BACKEND", "demo", ("demo", "loki"))
+KUBERNETES_BACKEND = env_choice("KUBERNETES_BACKEND", "demo", ("demo", "kubernetes"))
+KUBERNETES_NAMESPACE = env_str("KUBERNETES_NAMESPACE", "default")
 PROMETHEUS_URL = env_url("PROMETHEUS_URL", None)
 LOKI_URL = env_url("LOKI_URL", None)
 LOKI_TENANT = env_str("LOKI_TENANT")

@@ -71,6 +71,13 @@ TEXT = {
         "en": "The answer was withheld because it repeated the service's instructions.",
         "zh": "该回答因复述了系统指令而被隐去。",
     },
+    "undetermined": {
+        "en": "**Cause not established.** The evidence shows a problem, but this run could not establish its cause. "
+              "Check next: the logs of the services named below around the onset, recent deploys and config changes, "
+              "and the dependencies their error lines name.",
+        "zh": "**未能确定原因。** 证据显示存在问题，但本次运行未能确定其原因。下一步请检查：下列服务在问题开始前后的日志、"
+              "最近的发布与配置变更，以及错误日志中提到的依赖。",
+    },
     "limits": {"en": "**Limitations**", "zh": "**局限性**"},
     "unchecked": {"en": "Not checked: `{tool}` failed in this run, so what the {kind} would confirm or refute is unknown.",
                   "zh": "未能检查：本次运行中 `{tool}` 调用失败，{kind}能否证实或否定上述结论尚不可知。"},
@@ -98,13 +105,76 @@ class RenderedAnswer:
     cited_invocation_ids: list[str] = field(default_factory=list)
     knowledge_only_root: bool = False
     removed: list[dict[str, Any]] = field(default_factory=list)
+    diagnosis: dict[str, Any] = field(default_factory=lambda: empty_diagnosis())
 
     def audit(self) -> dict[str, Any]:
         return {
             "renderer": "answer_render_v1", "sections": self.sections, "suggestions": self.suggestions,
             "cited_invocation_ids": self.cited_invocation_ids, "knowledge_only_root": self.knowledge_only_root,
-            "removed": self.removed,
+            "removed": self.removed, "diagnosis": self.diagnosis,
         }
+
+
+OUTCOMES = ("root_cause", "nothing_wrong", "undetermined")
+_SLUG = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
+_SERVICE = re.compile(r"^[A-Za-z0-9][\w.:/-]{0,127}$")
+_ISO = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?$")
+
+
+def empty_diagnosis() -> dict[str, Any]:
+    """The structured diagnosis of a run that established nothing (no root cause, not healthy)."""
+    return {"rootCause": None, "nothingWrong": False, "undetermined": True, "symptoms": []}
+
+
+def _validate_hint(value: Any) -> dict[str, Any]:
+    """The composer's optional ``diagnosis`` hint: outcome, root-cause service and cause slug, onset, symptoms."""
+    if not isinstance(value, Mapping):
+        return {}
+    hint: dict[str, Any] = {}
+    if value.get("outcome") in OUTCOMES:
+        hint["outcome"] = value["outcome"]
+    if isinstance(value.get("service"), str) and _SERVICE.match(value["service"]):
+        hint["service"] = value["service"]
+    if isinstance(value.get("cause"), str) and _SLUG.match(value["cause"]):
+        hint["cause"] = value["cause"]
+    if isinstance(value.get("started_at"), str) and _ISO.match(value["started_at"]):
+        hint["started_at"] = value["started_at"]
+    symptoms = value.get("symptoms") if isinstance(value.get("symptoms"), list) else []
+    hint["symptoms"] = [
+        {"service": s["service"], "claim_id": cap_text(s["claim_id"], 80)}
+        for s in symptoms[:MAX_CLAIMS_PER_SECTION]
+        if isinstance(s, Mapping) and isinstance(s.get("service"), str) and _SERVICE.match(s["service"])
+        and isinstance(s.get("claim_id"), str)
+    ]
+    return hint
+
+
+def structured_diagnosis(*, hint: Mapping[str, Any], roots: list[str], shown: Collection[str],
+                         verified: Mapping[str, Mapping[str, Any]], concluded: bool) -> dict[str, Any]:
+    """``{rootCause, nothingWrong, undetermined, symptoms}`` from what the answer actually shows.
+
+    The composer's hint only names things: a root cause exists only when a verified root-cause claim is
+    shown under a verdict, and its service must appear in that claim's statement; "nothing wrong" needs a
+    verdict and no root cause; everything else is undetermined (a problem whose cause was not established).
+    """
+    outcome = hint.get("outcome")
+    root_cause = None
+    if roots and concluded and outcome != "undetermined":
+        statement = " ".join(str(verified[c].get("statement", "")) for c in roots)
+        service = hint.get("service") if hint.get("service") and hint["service"] in statement else None
+        root_cause = {
+            "service": service, "cause": hint.get("cause") if service else None,
+            "summary": clean_statement(verified[roots[0]].get("statement", "")),
+            "startedAt": hint.get("started_at"), "claimIds": list(roots),
+        }
+    nothing_wrong = root_cause is None and concluded and outcome == "nothing_wrong"
+    symptoms = [
+        {"service": s["service"], "summary": clean_statement(verified[s["claim_id"]].get("statement", "")),
+         "claimIds": [s["claim_id"]]}
+        for s in hint.get("symptoms", []) if s["claim_id"] in verified and s["claim_id"] in shown
+    ]
+    return {"rootCause": root_cause, "nothingWrong": nothing_wrong,
+            "undetermined": root_cause is None and not nothing_wrong, "symptoms": symptoms}
 
 
 def _flat(value: Any) -> str:
@@ -233,6 +303,11 @@ def render_answer(
         sections["evidence"] += [c for c in verified if c not in placed and c not in exclude]
         placed.update(sections["evidence"])
 
+    hint = _validate_hint(plan.get("diagnosis"))
+    if hint.get("outcome") == "undetermined" and sections["root_cause"]:
+        # The composer could not establish a cause: its candidate is shown as evidence, never as the cause.
+        sections["evidence"] = sections["root_cause"] + sections["evidence"]
+        sections["root_cause"] = []
     roots = sections["root_cause"]
     knowledge_root = bool(roots) and all(knowledge_only(verified[c]) for c in roots)
     lines: list[str] = []
@@ -283,6 +358,11 @@ def render_answer(
             emit(claim_id, knowledge=(key != "next_steps" and knowledge_only(verified[claim_id])))
     if not verified or not cited:
         lines += ["", text("nothing_verified", language)]
+    shown = {c for key in sections for c in sections[key]}
+    diagnosis = structured_diagnosis(hint=hint, roots=roots if not quotes_only else [], shown=shown,
+                                     verified=verified, concluded=concluded and not quotes_only)
+    if diagnosis["undetermined"] and verified and not quotes_only:
+        lines += ["", text("undetermined", language)]
 
     kinds = {"query_logs": ("logs", "日志"), "query_metrics": ("metrics", "指标"), "query_alerts": ("metrics", "告警"),
              "lookup_knowledge": ("runbooks", "运维手册")}
@@ -309,6 +389,7 @@ def render_answer(
         markdown=markdown, suggestions=kept_suggestions,
         sections={k: list(v) for k, v in sections.items()},
         cited_invocation_ids=sorted(set(cited)), knowledge_only_root=knowledge_root, removed=removed,
+        diagnosis=diagnosis,
     )
 
 
@@ -336,6 +417,9 @@ def validate_answer_plan(output: Any) -> dict[str, Any]:
             plan["next_steps"].append({"text": cap_text(step["text"], 1000)})
         elif isinstance(step, str):
             plan["next_steps"].append({"text": cap_text(step, 1000)})
+    hint = _validate_hint(output.get("diagnosis"))
+    if hint:
+        plan["diagnosis"] = hint
     return plan
 
 

@@ -65,6 +65,8 @@ class DiagnosisRun(models.Model):
     effective_verdict = models.CharField(max_length=16, choices=Verdict.choices, blank=True)
     self_evaluation = models.JSONField(null=True, blank=True)
     orchestration_trace = models.JSONField(null=True, blank=True)
+    # {rootCause: {service, cause, summary, startedAt, claimIds} | null, nothingWrong, undetermined, symptoms}
+    diagnosis = models.JSONField(null=True, blank=True)
 
     feedback = models.CharField(max_length=16, choices=Feedback.choices, null=True, blank=True)
     feedback_comment = models.TextField(blank=True)

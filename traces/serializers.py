@@ -38,6 +38,9 @@ class TraceRunSerializer(serializers.Serializer):
     degraded = serializers.BooleanField()
     effectiveVerdict = serializers.CharField(source="effective_verdict")
     selfEvaluation = serializers.JSONField(source="self_evaluation")
+    diagnosis = serializers.JSONField(
+        allow_null=True, help_text="{rootCause: {service, cause, summary, startedAt, claimIds} | null, "
+                                   "nothingWrong, undetermined, symptoms: [{service, summary, claimIds}]}")
     orchestrationTrace = serializers.SerializerMethodField()
     feedback = serializers.CharField(allow_null=True)
     feedbackComment = serializers.CharField(source="feedback_comment")

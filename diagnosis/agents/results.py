@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any, Mapping
 
+from diagnosis.answer_render import empty_diagnosis
 from diagnosis.graph.state import NodeName as N
 from diagnosis.graph.state import StateKey as K
 from diagnosis.graph.trace import build_orchestration_trace
@@ -42,6 +43,12 @@ def served_render(state: Mapping[str, Any]) -> dict[str, Any]:
     return render if isinstance(render, Mapping) else {}
 
 
+def structured_diagnosis_of(state: Mapping[str, Any]) -> dict[str, Any]:
+    """The served answer's structured diagnosis (rootCause, nothingWrong, undetermined, symptoms)."""
+    diagnosis = served_render(state).get("diagnosis")
+    return dict(diagnosis) if isinstance(diagnosis, Mapping) else empty_diagnosis()
+
+
 def served_verdict(state: Mapping[str, Any]) -> str | None:
     """The verdict of the answer served (SPEC §7, R3): null when the verifier did not run or the degraded
     fallback answer is served; LOW_CONFID at most when the root cause rests only on runbooks or cases."""
@@ -50,6 +57,8 @@ def served_verdict(state: Mapping[str, Any]) -> str | None:
     verdict = state.get(K.EFFECTIVE_VERDICT)
     if verdict == "PASS" and served_render(state).get("knowledge_only_root"):
         return "LOW_CONFID"
+    if verdict == "PASS" and (served_render(state).get("diagnosis") or {}).get("undetermined"):
+        return "LOW_CONFID"  # a problem whose cause was not established is never a PASS
     return verdict
 
 
@@ -108,6 +117,7 @@ def map_run_result(*, state: Mapping[str, Any], outcomes: list, budget: dict, pr
         "answer": state.get(K.FINAL_ANSWER) or "",
         "degraded": bool(state.get(K.DEGRADED)),
         "effective_verdict": verdict or "",
+        "diagnosis": redact_value(structured_diagnosis_of(state)),
         # Model-written text (claim statements, rationales) is stored here: mask any secret in it (F-37).
         "self_evaluation": bounded_audit(redact_value({
             "rule_evaluation": rule_evaluation(state, outcomes, budget),

@@ -55,10 +55,33 @@ def run_summary(request, run: DiagnosisRun) -> dict:
         "sessionId": run.session.session_id, "runId": run.run_id, "status": run.status, "agentFlow": run.agent_flow,
         "strategy": run.strategy, "question": run.question, "answer": run.answer or None, "degraded": run.degraded,
         "verdict": run.effective_verdict or None, "evidenceChecked": run_evidence_checked(run=run),
-        "suggestions": run_suggestions(run=run), "errorCode": run.error_code or None,
+        "suggestions": run_suggestions(run=run), "diagnosis": run.diagnosis if isinstance(run.diagnosis, dict) else None,
+        "errorCode": run.error_code or None,
         "errorMessage": run.error_message or None, "durationMs": run.duration_ms, "createdAt": run.created_at,
         "startedAt": run.started_at, "finishedAt": run.finished_at, "links": run_links(request, run),
     }
+
+
+class RootCauseOutput(serializers.Serializer):
+    service = serializers.CharField(allow_null=True, help_text="the service the root-cause claim names")
+    cause = serializers.CharField(allow_null=True, help_text="the cause category, e.g. oom_killed, dns_failure")
+    summary = serializers.CharField(help_text="the verified root-cause statement (quoted evidence not included)")
+    startedAt = serializers.CharField(allow_null=True, help_text="ISO 8601 onset of the cause, when known")
+    claimIds = serializers.ListField(child=serializers.CharField(), help_text="the verified claims it rests on")
+
+
+class SymptomOutput(serializers.Serializer):
+    service = serializers.CharField()
+    summary = serializers.CharField()
+    claimIds = serializers.ListField(child=serializers.CharField())
+
+
+class StructuredDiagnosisOutput(serializers.Serializer):
+    rootCause = RootCauseOutput(allow_null=True)
+    nothingWrong = serializers.BooleanField(help_text="the evidence shows no problem")
+    undetermined = serializers.BooleanField(
+        help_text="a problem whose cause this run could not establish; never healthy and never PASS")
+    symptoms = SymptomOutput(many=True)
 
 
 class RunOutput(serializers.Serializer):
@@ -74,6 +97,7 @@ class RunOutput(serializers.Serializer):
     evidenceChecked = serializers.BooleanField(help_text="false for SIMPLE answers, which no Gatekeeper checked")
     suggestions = serializers.ListField(child=serializers.CharField(),
                                         help_text="advice in the answer that was not checked against evidence")
+    diagnosis = StructuredDiagnosisOutput(allow_null=True, help_text="null until a diagnosis run succeeds")
     errorCode = serializers.CharField(allow_null=True)
     errorMessage = serializers.CharField(allow_null=True)
     durationMs = serializers.IntegerField(allow_null=True)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -55,6 +55,7 @@ class Scenario:
     alerts: tuple[dict[str, Any], ...]
     ground_truth: dict[str, Any]
     runbooks: tuple[Path, ...]
+    kubernetes: dict[str, Any] = field(default_factory=dict)  # optional kubernetes.json: pods and events
 
 
 def shipped_scenarios() -> list[Path]:
@@ -218,7 +219,24 @@ def load_scenario(path: Path | str) -> Scenario:
         alerts=_load_alerts(path / "alerts.json"),
         ground_truth=load_ground_truth(path),
         runbooks=runbooks,
+        kubernetes=_load_kubernetes(path / "kubernetes.json"),
     )
+
+
+def _load_kubernetes(file: Path) -> dict[str, Any]:
+    """``{"namespace", "pods": [...], "events": [...]}`` in the tool's shape, times as ``*_offset_seconds``."""
+    if not file.is_file():
+        return {}
+    data = _read_json(file)
+    _require(isinstance(data, dict) and isinstance(data.get("namespace"), str), file, "expected {\"namespace\", \"pods\", \"events\"}")
+    pods, events = data.get("pods", []), data.get("events", [])
+    _require(isinstance(pods, list) and all(isinstance(p, dict) and isinstance(p.get("name"), str) for p in pods),
+             file, "'pods' must be a list of objects with a 'name'")
+    _require(isinstance(events, list) and all(
+        isinstance(e, dict) and isinstance(e.get("object"), str) and isinstance(e.get("message"), str)
+        and _is_number(e.get("last_offset_seconds")) for e in events),
+        file, "'events' must be objects with 'object', 'message' and 'last_offset_seconds'")
+    return {"namespace": data["namespace"], "pods": pods, "events": events}
 
 
 def runbook_files(scenario_dirs: Iterable[Path | str] | None = None) -> list[Path]:

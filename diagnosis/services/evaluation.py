@@ -1,5 +1,10 @@
 """The evaluation harness: run the diagnosis over incident scenarios and score each answer
-against its ground truth (root-cause hit, citation validity, unsupported claims, cost)."""
+against its ground truth (root-cause hit, citation validity, unsupported claims, cost).
+
+Scoring is strict and reads the run's structured diagnosis, never the prose: the root-cause service
+must be the one named, and a cause keyword must appear in the root-cause summary with quoted evidence
+removed. A PASS on a wrong root cause is false confidence, the worst outcome. The old lenient figure
+(service and keyword anywhere in the answer, quotes included) is kept as a secondary column."""
 
 from __future__ import annotations
 
@@ -35,6 +40,10 @@ class ScenarioScore:
     service_hit: bool
     cause_hit: bool
     root_cause_hit: bool
+    nothing_wrong_correct: bool | None
+    undetermined: bool
+    false_confidence: bool
+    lenient_hit: bool
     citation_validity: float
     claims_verified: int
     claims_total: int
@@ -56,18 +65,39 @@ def scenario_dirs(folder: Path) -> list[Path]:
     return sorted(p for p in Path(folder).iterdir() if (p / "ground_truth.json").exists())
 
 
+QUOTED = re.compile(r"\"[^\"]*\"|“[^”]*”|「[^」]*」|'[^']{6,}'")
+
+
+def _unquoted(text: str) -> str:
+    """The text with every quoted excerpt removed: a quoted log line is evidence, not a diagnosis."""
+    return QUOTED.sub(" ", text or "")
+
+
 def score_run(run: DiagnosisRun, truth: dict) -> dict:
     answer = run.answer or ""
-    lowered = answer.lower()
     evaluation = run.self_evaluation or {}
     rules = evaluation.get("rule_evaluation", {})
     verified = (evaluation.get("verifier_evaluation") or {}).get("verified_evidence") or []
     verified_ids = {e.get("source_invocation_id") for e in verified}
-    service = truth.get("root_cause_service")
-    service_hit = (service.lower() in lowered) if service else not _names_a_root_cause(run)
-    cause_hit = any(k.lower() in lowered for k in truth.get("cause_keywords", []))
+    diagnosis = run.diagnosis if isinstance(run.diagnosis, dict) else {}
+    root = diagnosis.get("rootCause") if isinstance(diagnosis.get("rootCause"), dict) else None
+    expected = truth.get("root_cause_service")
+    healthy = bool(truth.get("expected_nothing_wrong")) or not expected
+    passed = run.effective_verdict == "PASS"
+    if healthy:
+        nothing_wrong_correct = bool(diagnosis.get("nothingWrong")) and root is None
+        service_hit = cause_hit = nothing_wrong_correct
+        false_confidence = passed and root is not None
+    else:
+        nothing_wrong_correct = None
+        service_hit = root is not None and (root.get("service") or "").lower() == expected.lower()
+        said = _unquoted(str(root.get("summary") or "")) + " " + str(root.get("cause") or "").replace("_", " ") if root else ""
+        cause_hit = root is not None and any(k.lower() in said.lower() for k in truth.get("cause_keywords", []))
+        false_confidence = passed and (diagnosis.get("nothingWrong") is True or (root is not None and not (service_hit and cause_hit)))
     return {
         "service_hit": service_hit, "cause_hit": cause_hit, "root_cause_hit": service_hit and cause_hit,
+        "nothing_wrong_correct": nothing_wrong_correct, "undetermined": bool(diagnosis.get("undetermined")),
+        "false_confidence": false_confidence, "lenient_hit": _lenient_hit(run, truth),
         "citation_validity": float(rules.get("citation_validity_rate") or 0.0),
         "claims_verified": int(rules.get("claims_verified") or 0), "claims_total": int(rules.get("claims_total") or 0),
         # A citation in the answer to anything but verified evidence is an unsupported claim.
@@ -94,6 +124,14 @@ def _plan_valid(step: AgentStep) -> bool:
         return is_valid(PlannerPlan, json.loads((step.model_output or {}).get("content") or ""))
     except ValueError:
         return False
+
+
+def _lenient_hit(run: DiagnosisRun, truth: dict) -> bool:
+    """The former figure, kept for comparison only: service and a keyword anywhere in the answer."""
+    lowered = (run.answer or "").lower()
+    service = truth.get("root_cause_service")
+    service_hit = (service.lower() in lowered) if service else not _names_a_root_cause(run)
+    return service_hit and any(k.lower() in lowered for k in truth.get("cause_keywords", []))
 
 
 def _names_a_root_cause(run: DiagnosisRun) -> bool:
@@ -137,10 +175,14 @@ def summary(scores: list[ScenarioScore]) -> dict:
     n = len(scores) or 1
     return {
         "runs": len(scores),
+        "false_confidence": sum(s.false_confidence for s in scores),
         "root_cause_hit_rate": round(sum(s.root_cause_hit for s in scores) / n, 3),
-        "mean_citation_validity": round(sum(s.citation_validity for s in scores) / n, 3),
+        "root_cause_hits": sum(s.root_cause_hit for s in scores),
+        "undetermined": sum(s.undetermined for s in scores),
         "unsupported_claims": sum(s.unsupported_claims for s in scores),
+        "mean_citation_validity": round(sum(s.citation_validity for s in scores) / n, 3),
         "fallback_rate": round(sum(s.fallback_used for s in scores) / n, 3),
+        "lenient_hit_rate_secondary": round(sum(s.lenient_hit for s in scores) / n, 3),
         "median_latency_ms": sorted(s.latency_ms for s in scores)[len(scores) // 2] if scores else 0,
         "p95_latency_ms": sorted(s.latency_ms for s in scores)[min(len(scores) - 1, math.ceil(0.95 * len(scores)) - 1)]
         if scores else 0,
@@ -151,15 +193,23 @@ def summary(scores: list[ScenarioScore]) -> dict:
     }
 
 
+def _yes(value: bool | None) -> str:
+    return "-" if value is None else "yes" if value else "no"
+
+
 def markdown_table(scores: list[ScenarioScore]) -> str:
-    head = ("| scenario | lang | verdict | root cause hit | citation validity | claims verified | unsupported | "
-            "fallback | steps | tool calls | tokens | latency ms |\n|---|---|---|---|---|---|---|---|---|---|---|---|")
+    """False confidence first (the worst outcome), then the strict hit; the lenient figure last, named as such."""
+    head = ("| scenario | lang | verdict | FALSE CONFIDENCE | root cause hit (strict) | undetermined | nothing wrong correct | "
+            "citation validity | claims verified | unsupported | fallback | steps | tool calls | tokens | latency ms | "
+            "lenient hit (secondary) |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    ordered = sorted(scores, key=lambda s: (not s.false_confidence, s.scenario, s.language))
     rows = [
-        f"| {s.scenario} | {s.language} | {s.verdict} | {'yes' if s.root_cause_hit else 'no'} "
-        f"({'service' if s.service_hit else '-'}/{'cause' if s.cause_hit else '-'}) | {s.citation_validity:.2f} | "
+        f"| {s.scenario} | {s.language} | {s.verdict} | {'**YES**' if s.false_confidence else 'no'} | "
+        f"{_yes(s.root_cause_hit)} ({'service' if s.service_hit else '-'}/{'cause' if s.cause_hit else '-'}) | "
+        f"{_yes(s.undetermined)} | {_yes(s.nothing_wrong_correct)} | {s.citation_validity:.2f} | "
         f"{s.claims_verified}/{s.claims_total} | {s.unsupported_claims} | {'yes' if s.fallback_used else 'no'} | "
-        f"{s.steps} | {s.tool_calls} | {s.tokens} | {s.latency_ms} |"
-        for s in scores
+        f"{s.steps} | {s.tool_calls} | {s.tokens} | {s.latency_ms} | {_yes(s.lenient_hit)} |"
+        for s in ordered
     ]
     return "\n".join([head, *rows])
 

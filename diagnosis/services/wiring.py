@@ -78,6 +78,16 @@ def telemetry_backends() -> tuple:
     return logs, metrics, alerts
 
 
+def kubernetes_backend():
+    """KUBERNETES_BACKEND: ``demo`` (scenario kubernetes.json files) or ``kubernetes`` (the cluster, read-only)."""
+    if settings.KUBERNETES_BACKEND == "kubernetes":
+        from diagnosis.tools.backends.kubernetes import KubernetesBackend
+
+        return KubernetesBackend.from_environment(default_namespace=settings.KUBERNETES_NAMESPACE,
+                                                  timeout=settings.BACKEND_TIMEOUT_SECONDS)
+    return demo_backend()
+
+
 def case_text(claims) -> str:
     lines = []
     for claim in claims if isinstance(claims, list) else []:
@@ -151,7 +161,8 @@ class telemetry_override:
 
 def backends() -> Backends:
     if _override["telemetry"] is not None:
-        logs = metrics = alerts = _override["telemetry"]
+        logs = metrics = alerts = kubernetes = _override["telemetry"]
     else:
         logs, metrics, alerts = telemetry_backends()
-    return Backends(logs=logs, metrics=metrics, alerts=alerts, knowledge=KnowledgeSearch())
+        kubernetes = kubernetes_backend()
+    return Backends(logs=logs, metrics=metrics, alerts=alerts, knowledge=KnowledgeSearch(), kubernetes=kubernetes)

@@ -72,7 +72,7 @@ class Served:
 
 
 class RecordedBackend:
-    """Logs, metrics, alerts and knowledge, all answered from one recorded run."""
+    """Logs, metrics, alerts, Kubernetes and knowledge, all answered from one recorded run."""
 
     def __init__(self, calls: Iterable[RecordedCall], *, live: Backends | None = None):
         self._queues: dict[str, deque[RecordedCall]] = defaultdict(deque)
@@ -115,6 +115,14 @@ class RecordedBackend:
     def query_alerts(self) -> Any:
         return self._serve("query_alerts", {}, lambda: self.live.alerts.query_alerts())
 
+    def query_kubernetes(self, **args) -> Any:
+        def live():
+            if self.live.kubernetes is None:
+                raise BackendError("no Kubernetes backend is configured (KUBERNETES_BACKEND)", backend="kubernetes")
+            return self.live.kubernetes.query_kubernetes(**args)
+
+        return self._serve("query_kubernetes", args, live)
+
     def search(self, *, query: str, top_k: int, exclude_chunk_ids: set[str]) -> list[dict[str, Any]]:
         def live():
             return {"results": self.live.knowledge.search(query=query, top_k=top_k, exclude_chunk_ids=exclude_chunk_ids)}
@@ -124,4 +132,4 @@ class RecordedBackend:
         return list(results) if isinstance(results, list) else []
 
     def backends(self) -> Backends:
-        return Backends(logs=self, metrics=self, alerts=self, knowledge=self)
+        return Backends(logs=self, metrics=self, alerts=self, knowledge=self, kubernetes=self)

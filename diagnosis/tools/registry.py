@@ -17,7 +17,7 @@ from diagnosis.tools.backends.base import AlertsBackend, BackendError, LogsBacke
 SUCCESS, ERROR, BLOCKED = "SUCCESS", "ERROR", "BLOCKED"
 # Top-level result keys that restate what was asked (or comment on it) rather than what was observed:
 # they move under `request` with the call's arguments, where no citation may point (`path_not_evidence`).
-REQUEST_KEYS = ("service", "query", "start", "end", "step", "note")
+REQUEST_KEYS = ("service", "query", "start", "end", "step", "note", "namespace", "kind", "name", "selector")
 
 TOOL_SCHEMAS: dict[str, dict[str, Any]] = {
     "lookup_knowledge": {
@@ -58,6 +58,20 @@ TOOL_SCHEMAS: dict[str, dict[str, Any]] = {
                 "start": {"type": "string"},
                 "end": {"type": "string"},
                 "step": {"type": "string", "description": "Resolution such as 60s or 5m."},
+            },
+            "additionalProperties": False,
+        },
+    },
+    "query_kubernetes": {
+        "description": "Kubernetes events plus pod and container status (state, last state, reason, exit code, "
+                       "restart count, image) of a workload or pod, by name or label selector. Read-only.",
+        "parameters": {
+            "type": "object",
+            "properties": {
+                "namespace": {"type": "string", "description": "Default: the configured namespace."},
+                "kind": {"type": "string", "description": "pod, deployment, statefulset, daemonset, job, cronjob …; default pod."},
+                "name": {"type": "string", "description": "The object's name (a workload name matches its pods)."},
+                "selector": {"type": "string", "description": "A label selector such as app=checkout."},
             },
             "additionalProperties": False,
         },
@@ -117,6 +131,7 @@ class Backends:
     metrics: MetricsBackend
     alerts: AlertsBackend
     knowledge: KnowledgeSearch
+    kubernetes: Any = None  # a backend with ``query_kubernetes``; None: the tool answers "not configured"
 
 
 class ToolArgumentError(ValueError):
@@ -153,6 +168,8 @@ def _check_arguments(name: str, arguments: Any) -> dict[str, Any]:
         elif len(value) > 2000:
             raise ToolArgumentError(key, "is longer than 2000 characters")
         clean[key] = value
+    if name == "query_kubernetes" and not (clean.get("name") or clean.get("selector")):
+        raise ToolArgumentError("name", "give a name or a label selector (e.g. app=checkout)")
     if name == "query_metrics" and not (clean.get("query") or clean.get("metric") or clean.get("service")):
         raise ToolArgumentError("query", "give a query, or a metric and/or a service")
     return clean
@@ -165,12 +182,12 @@ def cap_result(result: Any, max_bytes: int) -> tuple[Any, bool]:
         return result, False
     if isinstance(result, dict):
         result = dict(result)
-        for key in ("records", "series", "alerts", "results"):
+        for key in ("records", "series", "alerts", "results", "events", "pods"):
             items = result.get(key)
             if isinstance(items, list) and items:
                 keep = list(items)
                 # Log records are oldest-first: the newest lines matter most, so drop from the front.
-                newest_last = key == "records"
+                newest_last = key in ("records", "events")
                 while keep and len(json.dumps({**result, key: keep}, ensure_ascii=False, default=str).encode()) > max_bytes:
                     size = max(0, len(keep) * 3 // 4)
                     keep = keep[len(keep) - size:] if newest_last else keep[:size]
@@ -237,6 +254,10 @@ class ToolBox:
             return b.metrics.query_metrics(**args), None
         if name == "query_alerts":
             return b.alerts.query_alerts(), None
+        if name == "query_kubernetes":
+            if b.kubernetes is None:
+                raise BackendError("no Kubernetes backend is configured (KUBERNETES_BACKEND)", backend="kubernetes")
+            return b.kubernetes.query_kubernetes(**args), None
         top_k = args.get("top_k", 3)
         results = b.knowledge.search(query=args["query"], top_k=top_k, exclude_chunk_ids=set(self.seen_chunk_ids))
         self.seen_chunk_ids.update(r["chunk_id"] for r in results)

@@ -20,7 +20,10 @@ from tests.gatekeeper.fakes import OTHER_RUN_ID, RUN_ID, InMemoryLookup, binding
 from tests.offline.pipeline import MemoryRecorder, RunbookSearch
 
 DIRS = sorted(p for p in SCENARIOS.iterdir() if (p / "scenario.json").exists())
-WITH_ALERTS = [d for d in DIRS if json.loads((d / "alerts.json").read_text())["alerts"]]
+# The alert-analysis flow reads logs, metrics and runbooks; it does not query Kubernetes yet, so the
+# scenarios whose cause only shows in kubernetes.json are diagnosed by the question flow only.
+WITH_ALERTS = [d for d in DIRS if json.loads((d / "alerts.json").read_text())["alerts"]
+               and not (d / "kubernetes.json").exists()]
 INVOCATION_RE = re.compile(r"\binv-[0-9a-f]{8}\b")
 
 

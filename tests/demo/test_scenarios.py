@@ -27,6 +27,8 @@ EXPECTED = {
     "payment-db-pool-exhaustion", "order-memory-leak-oom", "user-slow-downstream", "inventory-disk-full",
     "cart-checkout-shared-redis", "shipping-misleading-errors", "search-runbook-mismatch",
     "settlement-replication-lag-zh", "catalog-healthy", "report-noisy-neighbour-cpu",
+    # Kubernetes-shaped (with kubernetes.json, read by query_kubernetes)
+    "ledger-api-missing-secret-k8s", "thumbnailer-oomkilled-k8s", "billing-export-job-backoff-k8s",
 }
 
 
@@ -36,6 +38,11 @@ def _evidence_corpus(scenario) -> list[str]:
         texts += list(alert["labels"].values()) + list(alert["annotations"].values())
     for series in scenario.series:
         texts += list(series["labels"].values())
+    texts += [e["message"] for e in scenario.kubernetes.get("events", [])]
+    for pod in scenario.kubernetes.get("pods", []):
+        for c in pod.get("containers", []):
+            for state in (c.get("state"), c.get("lastState")):
+                texts += [str(v) for v in (state or {}).values()]
     return texts
 
 
@@ -44,7 +51,7 @@ def _data_services(scenario) -> set[str]:
     return names | {a["labels"]["service"] for a in scenario.alerts}
 
 
-def test_the_ten_scenarios_are_shipped():
+def test_the_shipped_scenarios_are_the_expected_ones():
     assert set(IDS) == EXPECTED
 
 

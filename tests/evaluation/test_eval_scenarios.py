@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from django.conf import settings
 from django.core.management import CommandError, call_command
 
 from diagnosis.models import DiagnosisRun
@@ -16,9 +17,11 @@ pytestmark = pytest.mark.django_db
 def test_the_offline_analyser_makes_no_unverified_claim_on_any_scenario(tmp_path, capsys):
     call_command("eval_scenarios", "--out", str(tmp_path))
     report = json.loads((tmp_path / "evaluation.json").read_text())
-    assert report["summary"]["runs"] == 20 and report["summary"]["complete"]  # ten scenarios, English and Chinese
-    assert report["summary"]["planner_schema_valid_rate"] == 1.0 and report["summary"]["runs_reaching_executor"] == 20
-    assert len((tmp_path / "evaluation.jsonl").read_text().splitlines()) == 20
+    shipped = len(evaluation.scenario_dirs(settings.DEMO_SCENARIOS_DIR))
+    assert shipped >= 13 and report["summary"]["runs"] == 2 * shipped  # every scenario, English and Chinese
+    assert report["summary"]["complete"] and report["summary"]["false_confidence"] == 0
+    assert report["summary"]["planner_schema_valid_rate"] == 1.0 and report["summary"]["runs_reaching_executor"] == 2 * shipped
+    assert len((tmp_path / "evaluation.jsonl").read_text().splitlines()) == 2 * shipped
     assert report["summary"]["unsupported_claims"] == 0
     for row in report["scenarios"]:
         assert row["status"] == "SUCCESS", row
@@ -29,6 +32,11 @@ def test_the_offline_analyser_makes_no_unverified_claim_on_any_scenario(tmp_path
         assert row["root_cause_hit"], row
         assert row["planner_calls"] >= 1 and row["planner_schema_valid"] == row["planner_calls"], row
         assert row["reached_executor"] and row["tool_round_trips"] >= 1, row
+        assert not row["false_confidence"], row
+        run = DiagnosisRun.objects.get(run_id=row["run_id"])
+        healthy = run.diagnosis["nothingWrong"]
+        assert healthy or run.diagnosis["rootCause"]["claimIds"], run.diagnosis
+        assert not run.diagnosis["undetermined"], run.diagnosis
         run = DiagnosisRun.objects.get(run_id=row["run_id"])
         assert run.orchestration_trace["final_node"] == "composer"
         cited = set(evaluation.INVOCATION_RE.findall(run.answer))
@@ -48,7 +56,8 @@ def test_the_harness_fails_when_an_answer_cites_unverified_evidence(tmp_path, mo
     monkeypatch.setattr(evaluation, "run_execute", fabricate)
     with pytest.raises(CommandError, match="unverified claim"):
         call_command("eval_scenarios", "--lang", "en", "--out", str(tmp_path))
-    assert json.loads((tmp_path / "evaluation.json").read_text())["summary"]["unsupported_claims"] == 10
+    shipped = len(evaluation.scenario_dirs(settings.DEMO_SCENARIOS_DIR))
+    assert json.loads((tmp_path / "evaluation.json").read_text())["summary"]["unsupported_claims"] == shipped
 
 
 def test_scoring_counts_a_missed_root_cause():
@@ -77,3 +86,45 @@ def test_an_interrupted_evaluation_keeps_every_run_that_finished(tmp_path, monke
     assert report["summary"]["runs"] == 2 and report["summary"]["complete"] is False
     assert [row["run_id"] for row in report["scenarios"]] == finished
     assert (tmp_path / "evaluation.md").read_text().count("\n| ") == 2  # two rows under the header
+
+
+def _scored(diagnosis, verdict="PASS", answer=""):
+    run = DiagnosisRun(answer=answer, effective_verdict=verdict, self_evaluation={}, diagnosis=diagnosis)
+    return evaluation.score_run(run, {"root_cause_service": "redis-cache", "cause_keywords": ["maxmemory", "rebalance"]})
+
+
+def _root(service, summary, cause=None):
+    return {"rootCause": {"service": service, "cause": cause, "summary": summary, "startedAt": None, "claimIds": ["c1"]},
+            "nothingWrong": False, "undetermined": False, "symptoms": []}
+
+
+def test_strict_scoring_reads_the_root_cause_summary_never_quoted_evidence():
+    answer = "Root cause: redis-cache. Evidence: “consumer group rebalance maxmemory” [inv-0000000a]"
+    quoted = _scored(_root("redis-cache", 'Root cause (unknown): redis-cache — It began after: "maxmemory reached".'), answer=answer)
+    assert quoted["service_hit"] and not quoted["cause_hit"] and not quoted["root_cause_hit"]
+    assert quoted["false_confidence"] is True  # PASS on an unestablished cause
+    assert quoted["lenient_hit"] is True  # what the former scorer would have counted
+    named = _scored(_root("redis-cache", "Root cause (redis_maxmemory): redis-cache — maxmemory reached."))
+    assert named["root_cause_hit"] and not named["false_confidence"]
+
+
+def test_a_wrong_service_under_pass_is_false_confidence_and_undetermined_is_counted_apart():
+    wrong = _scored(_root("checkout-service", "Root cause (maxmemory): checkout-service — maxmemory."))
+    assert wrong["false_confidence"] and not wrong["root_cause_hit"]
+    assert not _scored(_root("checkout-service", "x"), verdict="LOW_CONFID")["false_confidence"]
+    undetermined = _scored({"rootCause": None, "nothingWrong": False, "undetermined": True, "symptoms": []},
+                           verdict="LOW_CONFID")
+    assert undetermined["undetermined"] and not undetermined["root_cause_hit"] and not undetermined["false_confidence"]
+    healthy_claim = _scored({"rootCause": None, "nothingWrong": True, "undetermined": False, "symptoms": []})
+    assert healthy_claim["false_confidence"]  # "nothing wrong" under PASS when something is
+
+
+def test_healthy_scenarios_score_nothing_wrong():
+    truth = {"root_cause_service": None, "expected_nothing_wrong": True, "cause_keywords": ["healthy"]}
+    ok = evaluation.score_run(DiagnosisRun(answer="", effective_verdict="PASS", self_evaluation={},
+                                           diagnosis={"rootCause": None, "nothingWrong": True, "undetermined": False,
+                                                      "symptoms": []}), truth)
+    assert ok["nothing_wrong_correct"] and ok["root_cause_hit"] and not ok["false_confidence"]
+    bad = evaluation.score_run(DiagnosisRun(answer="", effective_verdict="PASS", self_evaluation={},
+                                            diagnosis=_root("catalog-service", "x")), truth)
+    assert bad["false_confidence"] and bad["nothing_wrong_correct"] is False

@@ -133,7 +133,8 @@ def run_question(scenarios: Path | list[Path], question: str, *, model: ChatMode
     run_id = f"run-{secrets.token_hex(16)}"
     recorder = MemoryRecorder(run_id)
     backend = backend or DemoBackend(dirs)
-    tools = ToolBox(backends=Backends(logs=backend, metrics=backend, alerts=backend, knowledge=RunbookSearch(dirs)),
+    tools = ToolBox(backends=Backends(logs=backend, metrics=backend, alerts=backend, knowledge=RunbookSearch(dirs),
+                                     kubernetes=backend),
                     recorder=recorder, max_calls=max_tool_calls)
     ctx = AgentContext(
         model=model or OfflineAnalyser(), tools=tools, steps=recorder, lookup=recorder,

@@ -119,7 +119,7 @@ def test_it_returns_the_exact_shape_of_every_part(api, alice, alice_run):
     body = get_trace(api, alice, alice_run).json()
     assert set(body["run"]) == {
         "runId", "sessionId", "agentFlow", "strategy", "status", "question", "answer", "degraded",
-        "effectiveVerdict", "selfEvaluation", "orchestrationTrace", "feedback", "feedbackComment", "feedbackAt",
+        "effectiveVerdict", "selfEvaluation", "diagnosis", "orchestrationTrace", "feedback", "feedbackComment", "feedbackAt",
         "errorCode", "errorMessage", "durationMs", "stepCount", "toolCount", "promptTokens", "completionTokens",
         "modelName", "promptVersion", "replayOf", "replayOptions", "createdAt", "startedAt", "finishedAt",
     }

@@ -8,8 +8,9 @@ from diagnosis.services.evaluation import IncrementalReport, evaluate_folder, ma
 
 class Command(BaseCommand):
     help = ("Run the diagnosis over every scenario in a folder (demo format: logs, metrics, alerts, runbooks, "
-            "ground truth) and report root-cause hits, citation validity and unsupported claims. "
-            "Exits non-zero when any answer contains an unverified claim.")
+            "ground truth) and report false confidence (a PASS on a wrong root cause), strict root-cause hits, "
+            "undetermined runs, citation validity and unsupported claims. "
+            "Exits non-zero when any answer contains an unverified claim or shows false confidence.")
 
     def add_arguments(self, parser):
         parser.add_argument("--scenarios", type=Path, default=None, help="Folder of scenarios (default: the shipped demo).")
@@ -28,5 +29,8 @@ class Command(BaseCommand):
         self.stdout.write(f"\nsummary: {summary(scores)} (model: {settings.LLM_PROVIDER})")
         self.stdout.write(f"wrote {json_path} and {md_path}")
         unsupported = sum(s.unsupported_claims for s in scores)
+        false_confidence = [f"{s.scenario}/{s.language}" for s in scores if s.false_confidence]
+        if false_confidence:
+            raise CommandError(f"false confidence (PASS on a wrong root cause): {', '.join(false_confidence)}")
         if unsupported:
             raise CommandError(f"{unsupported} unverified claim(s) appeared in answers")

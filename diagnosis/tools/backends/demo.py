@@ -20,6 +20,7 @@ service), metric stats ``min_at``. Stdlib only.
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
@@ -225,6 +226,10 @@ class _Alert:
     value: str
 
 
+def _finite(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
 class DemoBackend:
     """Logs, metrics and alerts of the given scenario folders, time-shifted so offset 0 is ``now``.
 
@@ -296,10 +301,59 @@ class DemoBackend:
             for raw in scenario.alerts:
                 self._alerts.append(_Alert(raw["offset_seconds"], dict(raw["labels"]), dict(raw["annotations"]),
                                            raw["state"], raw["value"]))
+        self._kubernetes = [s.kubernetes for s in self.scenarios if s.kubernetes]
         # Stable sorts: records of the same second keep their file order.
         self._logs.sort(key=lambda r: r.offset)
         self._series.sort(key=lambda s: format_selector(s.labels))
         self._alerts.sort(key=lambda a: (a.offset, a.labels["alertname"], a.labels["service"]))
+
+    # --- query_kubernetes: pods and events of kubernetes.json, times shifted like everything else ---
+
+    def query_kubernetes(self, *, namespace: str | None = None, kind: str | None = None, name: str | None = None,
+                         selector: str | None = None) -> dict[str, Any]:
+        from diagnosis.tools.backends.kubernetes import check_arguments
+
+        kind = check_arguments(namespace=namespace, kind=kind, name=name, selector=selector)
+        wanted_labels = dict(part.split("=", 1) for part in (selector or "").split(",") if "=" in part)
+        now = self.now
+        pods, events, namespaces = [], [], set()
+        for world in self._kubernetes:
+            if namespace and world["namespace"] != namespace:
+                continue
+            namespaces.add(world["namespace"])
+            for pod in world["pods"]:
+                labels = pod.get("labels") or {}
+                if name and not (pod["name"] == name or (kind != "pod" and pod["name"].startswith(f"{name}-"))):
+                    continue
+                if wanted_labels and any(labels.get(k.strip()) != v.strip() for k, v in wanted_labels.items()):
+                    continue
+                pods.append(self._shift(pod, now))
+            names = {p["name"] for p in pods}
+            for event in world["events"]:
+                target = event["object"].split("/", 1)[-1]
+                if target in names or (name and (target == name or target.startswith(f"{name}-"))):
+                    events.append(self._shift(event, now))
+        events.sort(key=lambda e: e.get("lastTimestamp") or "")
+        return {"backend": BACKEND_NAME, "namespace": namespace or ",".join(sorted(namespaces)), "kind": kind,
+                "name": name, "selector": selector, "pods": pods, "events": events}
+
+    @classmethod
+    def _shift(cls, value: Any, now: datetime) -> Any:
+        """``x_offset_seconds`` keys become ``x`` timestamps (``last_offset_seconds`` -> ``lastTimestamp``)."""
+        if isinstance(value, list):
+            return [cls._shift(v, now) for v in value]
+        if not isinstance(value, dict):
+            return value
+        out = {}
+        for key, item in value.items():
+            if key.endswith("_offset_seconds") and _finite(item):
+                stem = key[: -len("_offset_seconds")]
+                target = {"first": "firstTimestamp", "last": "lastTimestamp", "started": "startedAt",
+                          "finished": "finishedAt"}.get(stem, stem)
+                out[target] = format_timestamp(now + timedelta(seconds=item))
+            else:
+                out[key] = cls._shift(item, now)
+        return out
 
     # --- discovery helpers (not part of the protocols) ---
 

@@ -1,0 +1,82 @@
+"""The offline analyser (F-30): the embedded default model, deterministic and rule-based.
+
+It answers every agent role of the ChatModel protocol from ``request.structured_input`` only: it
+plans the queries, calls the tools, reads their results with a generic incident lexicon (log
+patterns, metric anomalies, dependency and node relations, change events), cites exact excerpts,
+checks its own claims and writes the answer. No network, no canned answers. Stdlib only.
+
+The package is split along its seams: ``lexicon`` (the incident vocabulary), ``observations`` (tool
+results read into typed records), ``anomalies`` (metric and log reading), ``hypotheses`` (the root
+cause), ``claims`` (statements with exact excerpts and follow-up queries), ``roles`` (planner,
+executor, verifier, composer, simple chat) and ``aiops`` (alert analysis).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Mapping
+
+from diagnosis.llm.base import ChatReply, ChatRequest, ModelNonRetryableError, ToolCall, Usage
+
+from diagnosis.llm.offline.aiops import _aiops
+from diagnosis.llm.offline.lexicon import MODEL_NAME, _json, question_language, services_in_question
+from diagnosis.llm.offline.roles import (
+    _compose,
+    _executor,
+    _plan,
+    _simple,
+    _verify,
+)
+
+__all__ = ["MODEL_NAME", "OfflineAnalyser", "question_language", "services_in_question"]
+
+
+# --------------------------------------------------------------------------- the model
+
+
+class OfflineAnalyser:
+    """The ChatModel of the embedded default: deterministic, rule-based, offline."""
+
+    model_name = MODEL_NAME
+
+    @classmethod
+    def from_config(cls, config: Mapping[str, Any] | None = None) -> OfflineAnalyser:
+        return cls()
+
+    def complete(self, request: ChatRequest) -> ChatReply:
+        started = time.perf_counter()
+        si = request.structured_input
+        if si is None and request.role not in ("simple", "aiops"):
+            raise ModelNonRetryableError(
+                f"The offline analyser reads the structured input of a {request.role} request; none was given",
+                code="offline_no_structured_input", model=MODEL_NAME,
+            )
+        si = si or {}
+        tool_calls: list[ToolCall] = []
+        if request.role == "planner":
+            content = _json(_plan(si))
+        elif request.role == "executor":
+            content, tool_calls = _executor(request, si)
+        elif request.role == "verifier":
+            content = _json(_verify(si))
+        elif request.role == "composer":
+            content = _json(_compose(si))
+        elif request.role == "simple":
+            content = _simple(si, request)
+        else:  # aiops: the alert-analysis supervisor's phases
+            content, tool_calls = _aiops(request, si)
+        return ChatReply(
+            content=content, tool_calls=tool_calls, usage=_usage(request, content, tool_calls), model=MODEL_NAME,
+            latency_ms=round((time.perf_counter() - started) * 1000, 3),
+            finish_reason="tool_calls" if tool_calls else "stop",
+        )
+
+
+def _usage(request: ChatRequest, content: str | None, calls: list[ToolCall]) -> Usage:
+    """Approximate tokens (four characters each) so budgets and audits have figures."""
+    prompt_chars = sum(len(m.get("content") or "") if isinstance(m.get("content"), str) else len(_json(m.get("content")))
+                       for m in request.messages if isinstance(m, Mapping))
+    prompt_chars += len(_json(request.tools)) if request.tools else 0
+    completion_chars = len(content or "") + sum(len(c.raw_arguments) + len(c.name) for c in calls)
+    prompt, completion = max(1, prompt_chars // 4), max(1, completion_chars // 4)
+    return Usage(prompt, completion, prompt + completion)

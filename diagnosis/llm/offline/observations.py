@@ -1,0 +1,392 @@
+"""What the tools returned, read into typed observations (log lines, series, alerts, runbook chunks, per-service profiles)."""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Mapping
+
+from diagnosis.llm.offline.lexicon import (
+    CAUSES,
+    CAUSE_BY_KEY,
+    Cause,
+    HEALTHY_LINE,
+    MIN_RUNBOOK_EXCERPT,
+    _canonical,
+    _json,
+    _parse_ts,
+    _short,
+    _suspicious,
+    _workload,
+)
+
+
+# --------------------------------------------------------------------------- what the tools returned
+
+
+@dataclass
+class LogLine:
+    invocation_id: str
+    index: int
+    timestamp: str
+    ts: float | None
+    service: str
+    level: str
+    message: str
+    raw_path: str | None = None  # where the message sits when it is not a log record (Kubernetes state, events)
+    tool: str = "query_logs"
+
+    @property
+    def path(self) -> str:
+        return self.raw_path or f"$.records[{self.index}].message"
+
+    def binding(self) -> dict[str, str]:
+        return _binding(self.invocation_id, self.tool, self.path, self.message)
+
+
+@dataclass
+class Series:
+    invocation_id: str
+    index: int
+    labels: dict[str, str]
+    points: list[tuple[float, float]]
+    description: str
+    baseline: float = 0.0
+    noise: float = 0.0
+    peak: float = 0.0
+    trough: float = 0.0
+    last: float = 0.0
+    direction: str | None = None  # "up" | "down" | "saturated" | "changed" | None (near baseline)
+    onset: float | None = None
+    severity: float = 0.0
+    limit: Series | None = None
+
+    @property
+    def name(self) -> str:
+        return self.labels.get("__name__", "")
+
+    @property
+    def service(self) -> str:
+        return self.labels.get("service", "")
+
+    @property
+    def anomalous(self) -> bool:
+        return self.direction in ("up", "down", "saturated")
+
+    def binding(self) -> dict[str, str]:
+        return _binding(self.invocation_id, "query_metrics", f"$.series[{self.index}].description", self.description)
+
+
+@dataclass
+class Alert:
+    invocation_id: str
+    index: int
+    labels: dict[str, str]
+    summary: str
+    description: str
+    state: str
+    active_at: str
+
+    @property
+    def name(self) -> str:
+        return self.labels.get("alertname", "")
+
+    @property
+    def service(self) -> str:
+        return self.labels.get("service", "")
+
+    @property
+    def text(self) -> str:
+        return f"{self.name} {self.summary} {self.description}"
+
+    def binding(self) -> dict[str, str]:
+        return _binding(self.invocation_id, "query_alerts", f"$.alerts[{self.index}].annotations.summary", self.summary)
+
+
+@dataclass
+class KnowledgeChunk:
+    invocation_id: str
+    index: int
+    title: str
+    path: str
+    content: str
+    source_type: str
+
+    def lines(self) -> Iterable[tuple[str, str]]:
+        """(section heading, line) for every citable line of the chunk, list markers removed."""
+        heading = ""
+        for raw in self.content.splitlines():
+            line = raw.strip()
+            if line.startswith("#"):
+                heading = line.lstrip("#").strip()
+                continue
+            line = re.sub(r"^(?:[-*+]|\d+[.)])\s+", "", line).strip()
+            if len(line) >= MIN_RUNBOOK_EXCERPT and " ".join(line.split()) in " ".join(self.content.split()):
+                yield heading, line
+
+    def binding(self, line: str) -> dict[str, str]:
+        return _binding(self.invocation_id, "lookup_knowledge", f"$.results[{self.index}].content", line)
+
+
+def _binding(invocation_id: str, tool: str, path: str, excerpt: str) -> dict[str, str]:
+    return {"source_invocation_id": invocation_id, "tool_name": tool, "raw_path": path, "evidence_excerpt": excerpt}
+
+
+@dataclass
+class Pattern:
+    """Repeated log lines of one service and level with the same shape."""
+
+    service: str
+    level: str
+    template: str
+    lines: list[LogLine]
+    causes: tuple[str, ...]
+
+    @property
+    def first(self) -> LogLine:
+        return self.lines[0]
+
+    @property
+    def count(self) -> int:
+        return len(self.lines)
+
+
+@dataclass
+class Profile:
+    """Everything one service showed in this run, and what it suggests."""
+
+    service: str
+    lines: list[LogLine] = field(default_factory=list)
+    series: list[Series] = field(default_factory=list)
+    alerts: list[Alert] = field(default_factory=list)
+    patterns: list[Pattern] = field(default_factory=list)
+    changes: list[LogLine] = field(default_factory=list)
+    dependencies: Counter = field(default_factory=Counter)
+    dependency_lines: dict[str, LogLine] = field(default_factory=dict)
+    causes: Counter = field(default_factory=Counter)
+    onset: float | None = None
+
+    @property
+    def anomalies(self) -> list[Series]:
+        # A series at its hard limit says more than any spike: it comes first.
+        return sorted((s for s in self.series if s.anomalous), key=lambda s: (s.direction != "saturated", -s.severity))
+
+    @property
+    def problem_patterns(self) -> list[Pattern]:
+        return [p for p in self.patterns if p.level in ("ERROR", "FATAL", "WARN")]
+
+    @property
+    def firing(self) -> list[Alert]:
+        return [a for a in self.alerts if a.state in ("firing", "pending")]
+
+    @property
+    def has_signal(self) -> bool:
+        """Something is wrong here: a metric moved, errors, warnings of a known failure, or an alert."""
+        significant = [p for p in self.problem_patterns if p.level != "WARN" or p.causes]
+        return bool(self.anomalies or significant or self.firing)
+
+    def dominant_cause(self) -> Cause | None:
+        if not self.causes:
+            return None
+        key, score = max(self.causes.items(), key=lambda kv: (kv[1], -_cause_rank(kv[0])))
+        return CAUSE_BY_KEY[key] if score > 0 else None
+
+    def cue_lines(self, cause: Cause) -> list[LogLine]:
+        """The first error naming the cause, the first warning naming it, the first context line naming it."""
+        found = []
+        for levels in (("ERROR", "FATAL"), ("WARN",), ("INFO", "DEBUG")):
+            lines = [p.first for p in self.patterns if cause.key in p.causes and p.level in levels
+                     and not (levels[0] == "INFO" and HEALTHY_LINE.search(p.first.message))]
+            if lines:
+                found.append(min(lines, key=lambda line: (line.ts or 0, line.index)))
+        return found
+
+    def cue_line(self, cause: Cause) -> LogLine | None:
+        lines = self.cue_lines(cause)
+        return lines[0] if lines else None
+
+    def cause_series(self, cause: Cause) -> list[Series]:
+        """Series that moved the way the cause moves them, the cause's defining metric first."""
+        def rank(s: Series) -> tuple:
+            index = next((i for i, (p, _) in enumerate(cause.metrics) if p.search(s.name)), len(cause.metrics))
+            return (index, s.direction != "saturated", -s.severity)
+        moved = [s for s in self.series if cause.matches_series(s.name, s.direction)]
+        return sorted(moved, key=rank)
+
+
+def _cause_rank(key: str) -> int:
+    return next(i for i, cause in enumerate(CAUSES) if cause.key == key)
+
+
+K8S_FAILING_WAIT = frozenset({"CrashLoopBackOff", "ImagePullBackOff", "ErrImagePull", "CreateContainerConfigError",
+                              "CreateContainerError", "InvalidImageName", "RunContainerError"})
+
+
+def _json_item(key: str, value: Any) -> str:
+    """``"key": value`` exactly as it appears in the JSON text of the object (json.dumps defaults)."""
+    return f"{json.dumps(key, ensure_ascii=False)}: {json.dumps(value, ensure_ascii=False)}"
+
+
+def kubernetes_lines(inv: str, result: Mapping[str, Any], seen: set) -> list[LogLine]:
+    """Kubernetes state as log-like lines of the workload: Warning events, failing waits, last terminations.
+
+    Each line's message is a value of the tool result, at its own path, so claims can quote it exactly.
+    """
+    lines: list[LogLine] = []
+    for i, pod in enumerate(result.get("pods") or []):
+        if not isinstance(pod, Mapping) or not isinstance(pod.get("name"), str):
+            continue
+        service = _workload(pod["name"])
+        for j, c in enumerate(pod.get("containers") or []):
+            if not isinstance(c, Mapping):
+                continue
+            for key, level in (("lastState", "ERROR"), ("state", "ERROR")):
+                state = c.get(key)
+                if not isinstance(state, Mapping) or not isinstance(state.get("reason"), str):
+                    continue
+                failing = state.get("state") == "terminated" and state.get("exitCode") not in (0, None)
+                failing |= state.get("state") == "waiting" and state["reason"] in K8S_FAILING_WAIT
+                if not failing:
+                    continue
+                when = state.get("finishedAt") or state.get("startedAt") or ""
+                # The reason (with the exit code next to it) quoted from the state's JSON text: long enough to cite.
+                items = [(k, _json_item(k, v)) for k, v in state.items()]
+                at = next(n for n, (k, _) in enumerate(items) if k == "reason")
+                quoted = ", ".join(text for _, text in items[at:at + 2]) if at + 1 < len(items) and items[at + 1][0] == "exitCode" \
+                    else items[at][1]
+                candidates = [(quoted, f"$.pods[{i}].containers[{j}].{key}")]
+                if isinstance(state.get("message"), str) and state["message"]:
+                    candidates.append((state["message"], f"$.pods[{i}].containers[{j}].{key}.message"))
+                for value, path in candidates:
+                    if (service, value) not in seen and not _suspicious(value):
+                        seen.add((service, value))
+                        lines.append(LogLine(inv, -1, str(when), _parse_ts(when), service, level, value, path,
+                                             "query_kubernetes"))
+    for k, event in enumerate(result.get("events") or []):
+        if not isinstance(event, Mapping) or not isinstance(event.get("message"), str) or event.get("type") != "Warning":
+            continue
+        target = str(event.get("object", "")).split("/", 1)[-1]
+        service, message = _workload(target), event["message"]
+        if (service, "event", message) in seen or _suspicious(message):
+            continue
+        seen.add((service, "event", message))
+        when = event.get("lastTimestamp") or ""
+        lines.append(LogLine(inv, -1, str(when), _parse_ts(when), service, "WARN", message, f"$.events[{k}].message",
+                             "query_kubernetes"))
+    return lines
+
+
+class Observations:
+    """The successful tool results of a run, parsed once, with per-service profiles."""
+
+    def __init__(self, tool_results: Iterable[Mapping[str, Any]]):
+        self.lines: list[LogLine] = []
+        self.series: list[Series] = []
+        self.alerts: list[Alert] = []
+        self.knowledge: list[KnowledgeChunk] = []
+        self.failed: list[str] = []
+        self.suspicious: Counter = Counter()
+        self.queried: list[str] = []  # services asked for by name, in order
+        self.calls: set[str] = set()
+        seen_lines, seen_series, seen_alerts = set(), set(), set()
+        for item in tool_results or ():
+            tool, args = item.get("tool_name"), item.get("arguments") or {}
+            self.calls.add(_canonical(str(tool), args))
+            result = item.get("result")
+            if item.get("status") != "SUCCESS" or not isinstance(result, Mapping):
+                self.failed.append(f"{tool}({_short(_json(args), 80)}): {_short(item.get('error') or item.get('status'), 120)}")
+                continue
+            inv = str(item.get("invocation_id"))
+            if tool in ("query_logs", "query_metrics") and isinstance(args.get("service"), str):
+                if args["service"] not in self.queried:
+                    self.queried.append(args["service"])
+            if tool == "query_logs":
+                for j, rec in enumerate(result.get("records") or []):
+                    if not isinstance(rec, Mapping) or not isinstance(rec.get("message"), str):
+                        continue
+                    key = (rec.get("service"), rec.get("timestamp"), rec.get("message"))
+                    if key in seen_lines:
+                        continue
+                    seen_lines.add(key)
+                    service = str(rec.get("service") or args.get("service") or "")
+                    if _suspicious(rec["message"]):
+                        self.suspicious[service] += 1
+                        continue
+                    self.lines.append(LogLine(inv, j, str(rec.get("timestamp", "")), _parse_ts(rec.get("timestamp")),
+                                              service, str(rec.get("level", "INFO")).upper(), rec["message"]))
+            elif tool == "query_metrics":
+                self._add_series(inv, result, seen_series)
+            elif tool == "query_kubernetes":
+                self.lines += kubernetes_lines(inv, result, seen_lines)
+            elif tool == "query_alerts":
+                for k, raw in enumerate(result.get("alerts") or []):
+                    if not isinstance(raw, Mapping):
+                        continue
+                    labels = {str(a): str(b) for a, b in (raw.get("labels") or {}).items()}
+                    notes = raw.get("annotations") or {}
+                    summary = notes.get("summary")
+                    key = (labels.get("alertname"), labels.get("service"), summary)
+                    if key in seen_alerts or not isinstance(summary, str) or _suspicious(summary):
+                        continue
+                    seen_alerts.add(key)
+                    self.alerts.append(Alert(inv, k, labels, summary, str(notes.get("description", "")),
+                                             str(raw.get("state", "firing")), str(raw.get("activeAt", ""))))
+            elif tool == "lookup_knowledge":
+                for i, raw in enumerate(result.get("results") or []):
+                    if isinstance(raw, Mapping) and isinstance(raw.get("content"), str):
+                        self.knowledge.append(KnowledgeChunk(inv, i, str(raw.get("title", "")), str(raw.get("path", "")),
+                                                             raw["content"], str(raw.get("source_type", "runbook"))))
+        from diagnosis.llm.offline.anomalies import _pair_limits  # anomalies reads these records: imported late
+
+        _pair_limits(self.series)
+        self.profiles: dict[str, Profile] = {}
+        self._build_profiles()
+
+    def _add_series(self, inv: str, result: Mapping[str, Any], seen: set) -> None:
+        for i, raw in enumerate(result.get("series") or []):
+            if not isinstance(raw, Mapping) or not isinstance(raw.get("description"), str):
+                continue
+            labels = {str(a): str(b) for a, b in (raw.get("labels") or {}).items()}
+            key = tuple(sorted(labels.items()))
+            if key in seen:
+                continue
+            seen.add(key)
+            points = []
+            for pair in raw.get("values") or []:
+                try:
+                    t, v = float(pair[0]), float(pair[1])
+                except (TypeError, ValueError, IndexError):
+                    continue
+                if math.isfinite(v):
+                    points.append((t, v))
+            if points:
+                from diagnosis.llm.offline.anomalies import _analyse_series
+
+                self.series.append(_analyse_series(Series(inv, i, labels, points, raw["description"])))
+
+    def _build_profiles(self) -> None:
+        for line in self.lines:
+            self.profile(line.service).lines.append(line)
+        for series in self.series:
+            self.profile(series.service).series.append(series)
+        for alert in self.alerts:
+            if alert.service:
+                self.profile(alert.service).alerts.append(alert)
+        for profile in self.profiles.values():
+            from diagnosis.llm.offline.anomalies import _analyse_profile
+
+            _analyse_profile(profile)
+
+    def profile(self, service: str) -> Profile:
+        if service not in self.profiles:
+            self.profiles[service] = Profile(service)
+        return self.profiles[service]
+
+    def has(self, service: str) -> bool:
+        profile = self.profiles.get(service)
+        return bool(profile and (profile.lines or profile.series))
+
+
