@@ -29,6 +29,8 @@ test-real-model:
 	scripts/real_model_env.sh >/dev/null
 	AIOPS_REAL_MODEL=1 $(PY) -m pytest -m real_model tests/real_model -s -p no:cacheprovider $(PYTEST_ARGS)
 
+# The development worker beside `make run` (DEBUG on, like it); production workers run from the Procfile.
+worker: export DJANGO_DEBUG ?= true
 worker:
 	@scripts/bootstrap.sh run
 	.venv/bin/celery -A config worker -l INFO -Q diagnosis,maintenance
@@ -38,6 +40,9 @@ worker:
 up: export DATABASE_URL ?= mysql://root@127.0.0.1:3306/aiops
 up: export REDIS_URL ?= redis://127.0.0.1:6379/0
 up: export PROMETHEUS_MULTIPROC_DIR ?= $(CURDIR)/var/prometheus
+# DEBUG stays off, as in production: a secret key kept in var/ for this checkout, and the local host names.
+up: export DJANGO_SECRET_KEY ?= $(shell mkdir -p var && { [ -s var/secret_key ] || (umask 077; python3 -c 'import secrets; print(secrets.token_urlsafe(50))' > var/secret_key); } && cat var/secret_key)
+up: export ALLOWED_HOSTS ?= 127.0.0.1,localhost
 up:
 	@scripts/bootstrap.sh run
 	mkdir -p "$$PROMETHEUS_MULTIPROC_DIR" && find "$$PROMETHEUS_MULTIPROC_DIR" -maxdepth 1 -name '*.db' -delete
