@@ -31,7 +31,9 @@ QUESTIONS = (
     "Why does inventory-service return errors?",
     "payment-service 5xx since this morning, why?",
 )
-DEADLINE_SECONDS = 150
+# A liveness bound (every run ends), not a speed claim: fenced writes cost more round trips, and a
+# busy 2-core machine drained the 200 runs in up to 155 s (docs/RELIABILITY.md).
+DEADLINE_SECONDS = 240
 # Database connections of this test database open at once, at most: one per client thread's request
 # (the live server runs each request in its own thread) + per worker process one for the run and one
 # for its lease ticker + the worker's reaper timer + this test's two (itself and the sampler) + 3 spare.
@@ -80,6 +82,7 @@ def percentile(values: list[float], p: float) -> float:
     return ordered[min(len(ordered) - 1, max(0, round(p / 100 * len(ordered) + 0.5) - 1))]
 
 
+@pytest.mark.timeout(420)
 def test_200_concurrent_chats_on_a_two_process_worker_all_finish_once(live_server, demo_knowledge, settings, tmp_path):
     from rest_framework.authtoken.models import Token
 
