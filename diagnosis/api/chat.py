@@ -7,9 +7,12 @@ Under WSGI (the development server, the test client) they fall back to a bounded
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
+import threading
 import time
+from contextlib import aclosing
 
 from asgiref.sync import sync_to_async
 from django.conf import settings
@@ -32,7 +35,7 @@ from diagnosis.models import DiagnosisRun
 from diagnosis.observability import metrics
 from diagnosis.selectors import run_events_after, run_evidence_checked, run_get_for_user, run_status, run_suggestions
 from diagnosis.services.chat import BrokerUnavailable, ChatInputError, SessionNotFound, chat_submit
-from diagnosis.services.live_progress import live_events, run_wait_terminal, stream_slots
+from diagnosis.services.live_progress import live_events, off_loop, run_wait_terminal, stream_slots
 from diagnosis.services.strategy import MODES
 
 logger = logging.getLogger(__name__)
@@ -251,28 +254,97 @@ def _final_status(run: DiagnosisRun) -> str:
                                  "verdict": run.effective_verdict or None, "errorCode": run.error_code or None})
 
 
-async def live_stream(run: DiagnosisRun, after: int, *, slot: tuple[int, str] | None = None, prefix: tuple[str, ...] = ()):
+class StreamAccount:
+    """The open-streams gauge and the user's stream slot of one response, given back exactly once.
+
+    Django closes only its own wrapper generators when a client disconnects during a write; the stream
+    generator under them would be finalised whenever the garbage collector reaches it. Django always calls
+    the response's closers, so this is registered as one (`sse_response`), and the generator's own exit
+    gives it back too: whichever comes first counts, the other is a no-op."""
+
+    def __init__(self, slot: tuple[int, str] | None):
+        self._slot = slot
+        self._lock = threading.Lock()
+        self._open = True
+        metrics.stream_opened()
+
+    def release(self) -> None:
+        with self._lock:
+            if not self._open:
+                return
+            self._open = False
+        metrics.stream_closed()
+        if self._slot:
+            stream_slots.release(*self._slot)
+
+    def renew(self) -> None:
+        if self._slot:
+            stream_slots.renew(*self._slot)
+
+
+class LiveStream:
+    """ASGI: an async stream whose `close()` (called by Django once the response is done, after a disconnect
+    too) gives its slot back at once and closes the generator, with its Redis subscription, on its loop."""
+
+    def __init__(self, events, account: StreamAccount):
+        self._events = events
+        self._account = account
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    def __aiter__(self):
+        return self
+
+    async def __anext__(self):
+        if self._loop is None:
+            self._loop = asyncio.get_running_loop()
+        return await self._events.__anext__()
+
+    def close(self) -> None:
+        self._account.release()
+        loop = self._loop
+        if loop is None or loop.is_closed():
+            return
+        try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        if running is loop:
+            loop.create_task(self._aclose())
+        else:
+            asyncio.run_coroutine_threadsafe(self._aclose(), loop)
+
+    async def _aclose(self) -> None:
+        try:
+            await self._events.aclose()
+        except RuntimeError:  # still running: it is ending by itself
+            pass
+
+
+def live_stream(run: DiagnosisRun, after: int, *, slot: tuple[int, str] | None = None,
+                prefix: tuple[str, ...] = ()) -> LiveStream:
     """ASGI: events after `after`, pushed as they are written; closes after the terminal status.
     A client that disconnects cancels it; its slot and the Redis subscription are released."""
-    metrics.stream_opened()
+    account = StreamAccount(slot)
+    return LiveStream(_live_events_sse(run, after, account, prefix), account)
+
+
+async def _live_events_sse(run: DiagnosisRun, after: int, account: StreamAccount, prefix: tuple[str, ...]):
     try:
         for chunk in prefix:
             yield chunk
         yield "retry: 2000\n\n"
-        async for event in live_events(run.pk, after):
-            if event.kind == "heartbeat":
-                if slot:
-                    await sync_to_async(stream_slots.renew, thread_sensitive=False)(*slot)
-                yield ": keep-alive\n\n"
-            elif event.kind == "finished":
-                yield await sync_to_async(_final_status, thread_sensitive=False)(run)
-                return
-            else:
-                yield _sse(event.seq, event.kind, {**event.data, "runId": run.run_id})
+        async with aclosing(live_events(run.pk, after)) as events:
+            async for event in events:
+                if event.kind == "heartbeat":
+                    await off_loop(account.renew)
+                    yield ": keep-alive\n\n"
+                elif event.kind == "finished":
+                    yield await off_loop(_final_status, run)
+                    return
+                else:
+                    yield _sse(event.seq, event.kind, {**event.data, "runId": run.run_id})
     finally:
-        metrics.stream_closed()
-        if slot:
-            await sync_to_async(stream_slots.release, thread_sensitive=False)(*slot)
+        await off_loop(account.release)
 
 
 def event_stream(run: DiagnosisRun, after: int, *, slot: tuple[int, str] | None = None):

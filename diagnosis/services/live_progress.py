@@ -17,10 +17,10 @@ import logging
 import threading
 import time
 import uuid
+from contextlib import aclosing
 from dataclasses import dataclass
 from typing import AsyncIterator
 
-from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.db import close_old_connections, transaction
 
@@ -100,10 +100,20 @@ def _run_terminal(run_pk: int) -> bool:
     return DiagnosisRun.objects.filter(pk=run_pk).values_list("status", flat=True).first() in TERMINAL
 
 
-# Not thread-sensitive: every stream shares the small default thread pool, so open streams hold no
-# database connection of their own (a per-request thread would keep one open per stream).
-_replay = sync_to_async(_replay_page, thread_sensitive=False)
-_terminal = sync_to_async(_run_terminal, thread_sensitive=False)
+async def off_loop(fn, *args):
+    """A blocking call (a database read, a Redis call) on the event loop's default thread pool: every
+    stream shares it, so open streams hold no database connection of their own (a per-request thread
+    would keep one open per stream). A cancellation (the client went away) reaches the awaiting stream
+    at once; the thread's call finishes on its own."""
+    return await asyncio.to_thread(fn, *args)
+
+
+async def _replay(run_pk: int, after: int) -> list[LiveEvent]:
+    return await off_loop(_replay_page, run_pk, after)
+
+
+async def _terminal(run_pk: int) -> bool:
+    return await off_loop(_run_terminal, run_pk)
 
 
 async def _replay_all(run_pk: int, after: int) -> AsyncIterator[LiveEvent]:
@@ -127,14 +137,29 @@ async def live_events(run_pk: int, after: int, *, max_seconds: float | None = No
         from redis.exceptions import RedisError
 
         try:
-            async for event in _pushed(run_pk, after, max_seconds=max_seconds, heartbeat=heartbeat):
-                after = event.seq if event.seq is not None else after
-                yield event
+            # aclosing: a consumer that stops early closes the subscription now, not when collected.
+            async with aclosing(_pushed(run_pk, after, max_seconds=max_seconds, heartbeat=heartbeat)) as pushed:
+                async for event in pushed:
+                    _end_if_cancelled()
+                    after = event.seq if event.seq is not None else after
+                    yield event
             return
         except (RedisError, OSError) as exc:  # Redis went away: the database still has every event
             logger.warning("live progress of run pk=%s: Redis unavailable (%s); polling the database", run_pk, exc)
-    async for event in _polled(run_pk, after, max_seconds=max_seconds, heartbeat=heartbeat):
-        yield event
+    async with aclosing(_polled(run_pk, after, max_seconds=max_seconds, heartbeat=heartbeat)) as polled:
+        async for event in polled:
+            _end_if_cancelled()
+            yield event
+
+
+def _end_if_cancelled() -> None:
+    """A cancelled stream (its client went away) ends, even when a call on the way swallowed the
+    cancellation and carried on (seen under uvicorn: the stream heartbeat to a closed socket and kept its
+    slot): the task still counts the request (`Task.cancelling()`). Checked at every
+    event, heartbeats included, so such a stream ends within one heartbeat instead of at SSE_MAX_SECONDS."""
+    task = asyncio.current_task()
+    if task is not None and task.cancelling():
+        raise asyncio.CancelledError
 
 
 async def _pushed(run_pk: int, after: int, *, max_seconds: float, heartbeat: float) -> AsyncIterator[LiveEvent]:

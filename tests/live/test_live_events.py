@@ -165,3 +165,71 @@ def test_with_redis_unreachable_streams_and_the_cap_fall_back_to_the_database(ru
     token = stream_slots.acquire(alice.pk)
     assert token is not None and stream_slots.open_count(alice.pk) == 1  # counted in this process
     stream_slots.release(alice.pk, token)
+
+
+def test_a_cancelled_stream_ends_even_when_a_call_on_the_way_swallowed_the_cancellation(running_run, monkeypatch):
+    """A client that goes away cancels its stream's task. A stream whose cancellation a call on the way
+    swallowed (seen under uvicorn: the stream then heartbeat to a closed socket, holding its slot) must
+    still end within a heartbeat, not run on to SSE_MAX_SECONDS."""
+    in_call = asyncio.Event()
+
+    async def swallowing_replay(run_pk, after):  # a call that swallows a cancellation and carries on
+        in_call.set()
+        try:
+            await asyncio.sleep(0.5)
+        except asyncio.CancelledError:
+            pass
+        return await asyncio.to_thread(live_progress._replay_page, run_pk, after)
+
+    monkeypatch.setattr(live_progress, "_replay", swallowing_replay)
+
+    async def scenario():
+        received = []
+
+        async def consume():
+            async for event in live_events(running_run.pk, 0, heartbeat=0.05, max_seconds=60):
+                received.append(event.kind)
+
+        task = asyncio.create_task(consume())
+        await in_call.wait()
+        task.cancel()
+        done, _ = await asyncio.wait({task}, timeout=20)  # a liveness bound, far beyond one heartbeat
+        if not done:
+            task.uncancel()
+            task.cancel()
+        return task, done, received
+
+    task, done, received = async_to_sync(scenario)()
+    assert task in done, f"the cancelled stream ran on ({received.count('heartbeat')} heartbeats)"
+    assert task.cancelled()
+
+
+def test_a_closed_response_gives_back_its_slot_and_gauge_once_whether_or_not_the_stream_ran(alice, settings):
+    """Django closes only its own wrappers when a client disconnects during a write, and calls the
+    response's closers; the stream's slot and the open-streams gauge must come back exactly once."""
+    from diagnosis.api.chat import live_stream
+    from diagnosis.observability.metrics import SSE_OPEN
+
+    settings.SSE_MAX_STREAMS_PER_USER = 1
+    run = DiagnosisRunFactory(session=ChatSessionFactory(owner=alice), question="q", status=DiagnosisRun.Status.RUNNING)
+    gauge_before = SSE_OPEN._value.get()
+
+    never_read = live_stream(run, 0, slot=(alice.pk, stream_slots.acquire(alice.pk)))
+    assert stream_slots.acquire(alice.pk) is None and SSE_OPEN._value.get() == gauge_before + 1
+    never_read.close()
+    never_read.close()
+    assert stream_slots.open_count(alice.pk) == 0 and SSE_OPEN._value.get() == gauge_before
+
+    token = stream_slots.acquire(alice.pk)
+    read_once = live_stream(run, 0, slot=(alice.pk, token))
+
+    async def first_chunk_then_close():
+        chunk = await read_once.__anext__()
+        await asyncio.to_thread(read_once.close)  # as Django does, from a thread, with the stream suspended
+        for _ in range(100):  # the stream's own ending runs on the loop
+            await asyncio.sleep(0.01)
+        return chunk
+
+    assert async_to_sync(first_chunk_then_close)().startswith("retry:")
+    assert stream_slots.open_count(alice.pk) == 0 and SSE_OPEN._value.get() == gauge_before
+    assert stream_slots.acquire(alice.pk) is not None

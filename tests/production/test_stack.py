@@ -110,8 +110,6 @@ def test_streams_are_capped_per_user_send_heartbeats_and_free_their_slot_on_disc
     hit_the_stream_cap_and_free_a_slot(production_stack, alice, bob)
 
 
-@pytest.mark.xfail(strict=False, reason="known defect: after a refused (429) stream and a reopened one, one "
-                   "closed stream stays counted by aiops_sse_open_streams although its slot is freed")
 def test_after_the_cap_was_hit_the_open_streams_gauge_returns_to_where_it_was(production_stack, alice, bob):
     before = hit_the_stream_cap_and_free_a_slot(production_stack, alice, bob)
     base = production_stack.base_url
