@@ -109,6 +109,10 @@ def build_claims(obs: Observations, found: Diagnosis, book: ClaimBook, language:
     """Claims for a diagnosis, most important first; returns the summary."""
     if found.nothing_wrong:
         return _healthy_claims(obs, found, book)
+    if found.undetermined:
+        _healthy_claims(obs, found, book, conclude=False)
+        return (f"The question states a symptom of {', '.join(found.symptoms)}, but the telemetry of this run shows no "
+                "anomaly that explains it: undetermined.")
     if found.root is None:
         for service in found.symptoms or obs.queried:
             _service_claims(obs.profiles.get(service), book)
@@ -137,6 +141,8 @@ def _root_claim(obs: Observations, found: Diagnosis, book: ClaimBook) -> None:
     cause = found.cause
     profile = obs.profiles.get(found.root or "", Profile(found.root or ""))
     bindings: list[dict[str, str] | None] = []
+    if found.fallback_line is not None:
+        bindings.append(found.fallback_line.binding())
     if cause is not None:
         cues = profile.cue_lines(cause)
         bindings.append(cues[0].binding() if cues else None)
@@ -171,6 +177,8 @@ def _root_claim(obs: Observations, found: Diagnosis, book: ClaimBook) -> None:
         bindings.append(alerts[0].binding())
     label = cause.label_en if cause else "unclassified failure"
     text = f"Root cause ({cause.key if cause else 'unclassified'}): {found.root} — {label}."
+    if found.fallback_line is not None:
+        text = text[:-1] + f": \"{_short(found.fallback_line.message, 160)}\"."
     if affected:
         text += f" Affected: {', '.join(affected)}."
     if found.trigger is not None:
@@ -217,7 +225,7 @@ def _service_claims(profile: Profile | None, book: ClaimBook) -> None:
         book.add(_pattern_statement(pattern), [pattern.first.binding()], reuse=False)
 
 
-def _healthy_claims(obs: Observations, found: Diagnosis, book: ClaimBook) -> str:
+def _healthy_claims(obs: Observations, found: Diagnosis, book: ClaimBook, conclude: bool = True) -> str:
     services = [s for s in found.symptoms if s in obs.profiles]
     first: list[dict[str, str]] = []
     for service in services:
@@ -241,7 +249,7 @@ def _healthy_claims(obs: Observations, found: Diagnosis, book: ClaimBook) -> str
         for change in profile.changes[-1:]:
             book.add(f"Change in {service} at {change.timestamp}: \"{_short(change.message, 140)}\" "
                      "(no anomaly followed it).", [change.binding()])
-    if first:
+    if first and conclude:
         book.claims.insert(0, {
             "claim_id": "c0", "evidence": first[:2],
             "statement": f"No anomaly found for {', '.join(services)}: metrics stay near baseline, no error log lines, "
@@ -327,9 +335,13 @@ def _runbook_mismatch(obs: Observations, found: Diagnosis, book: ClaimBook) -> N
 # --------------------------------------------------------------------------- follow-up queries
 
 
-def follow_up_calls(obs: Observations, named: list[str], offered: set[str], question: str) -> list[tuple[str, dict]]:
+def follow_up_calls(obs: Observations, named: list[str], offered: set[str], question: str,
+                    frontier: list[str] | None = None) -> list[tuple[str, dict]]:
     """Where the first results point: a dependency named in errors, the node of a CPU-starved service,
-    the database of a service with database-side symptoms, the services of firing alerts."""
+    the database of a service with database-side symptoms, the services of firing alerts.
+
+    With a ``frontier`` (the services the previous round queried), only the next hop: the leads named by
+    those of them that show trouble themselves (a multi-hop cause)."""
     wanted: list[tuple[str, dict]] = []
     queried = {s.lower() for s in obs.queried}
     services: list[str] = []
@@ -338,11 +350,22 @@ def follow_up_calls(obs: Observations, named: list[str], offered: set[str], ques
         if name and name.lower() not in queried and name not in services:
             services.append(name)
 
+    if frontier is not None:
+        for service in frontier:
+            profile = obs.profiles.get(service)
+            if profile is not None and profile.has_signal:
+                for dep, _n in profile.dependencies.most_common(1):
+                    want_service(dep)
+        hop = [(tool, {"service": s, "limit": LOG_LIMIT} if tool == "query_logs" else {"service": s})
+               for s in services[:1] for tool in ("query_logs", "query_metrics")]
+        return [(tool, args) for tool, args in hop if tool in offered and _canonical(tool, args) not in obs.calls]
+
     symptoms = _named_symptoms(obs, named)
     if not named and not symptoms:
         # No service in the question: follow the one alert it most likely means, not every alert firing.
         for service in alerting_services(obs, question)[:1]:
             want_service(service)
+    # Leads: the dependencies the symptoms' error (or slow) lines name.
     for service in symptoms:
         profile = obs.profiles.get(service)
         if profile is None:
@@ -369,7 +392,8 @@ def follow_up_calls(obs: Observations, named: list[str], offered: set[str], ques
         wanted.append(("query_metrics", {"service": service}))
     causes = [obs.profiles[s].dominant_cause() for s in symptoms if s in obs.profiles]
     cause = next((c for c in causes if c is not None), None)
-    if cause is not None:
+    lookups = sum(1 for call in obs.calls if call.startswith("lookup_knowledge:"))
+    if cause is not None and lookups < 2:
         # Ask for what to do, in the reader's language: remediation sections are what the answer needs.
         action = "处置 处理 建议" if question_language(question) == "zh" else "remediation fix"
         terms = " ".join(dict.fromkeys([*(services[:1] or symptoms[:1]), cause.search, action]))

@@ -9,7 +9,7 @@ from datetime import datetime, timezone
 from typing import Any, Mapping
 
 from diagnosis.llm.offline.cause import Cause, _m, _rx
-from diagnosis.llm.offline.taxonomy import BROAD_CAUSES
+from diagnosis.llm.offline.taxonomy import BROAD_CAUSES, GENERIC_ACTIONS, LAST_ERROR
 
 MODEL_NAME = "offline-analyser-v1"
 EVIDENCE_VERSION = "executor_evidence_v2"
@@ -170,7 +170,7 @@ CAUSES: tuple[Cause, ...] = (
     ),
 )
 CAUSES = CAUSES + BROAD_CAUSES  # the broad taxonomy ranks after the categories above
-CAUSE_BY_KEY = {cause.key: cause for cause in CAUSES}
+CAUSE_BY_KEY = {cause.key: cause for cause in (*CAUSES, LAST_ERROR)}
 
 # Deploys, config pushes, migrations, scheduling and batch starts: what usually precedes an incident.
 CHANGE_PATTERNS = _rx(

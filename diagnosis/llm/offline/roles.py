@@ -6,6 +6,7 @@ import re
 from typing import Any, Callable, Mapping
 from diagnosis.llm.base import ChatRequest, ToolCall
 
+from diagnosis.llm.offline.taxonomy import GENERIC_ACTIONS, LAST_ERROR
 from diagnosis.llm.offline.lexicon import (
     CAUSE_BY_KEY,
     DEFAULT_TOOLS,
@@ -106,6 +107,7 @@ def _tool_calls(calls: list[tuple[str, dict]], first_id: int) -> list[ToolCall]:
             for i, (tool, args) in enumerate(calls)]
 
 
+MAX_LEAD_HOPS = 2
 _PRIORITY = {"query_alerts": 0, "query_logs": 1, "query_metrics": 1, "lookup_knowledge": 2}
 
 
@@ -129,17 +131,29 @@ def _executor(request: ChatRequest, si: Mapping[str, Any]) -> tuple[str | None, 
             # the first one only found which service the alerts are about.
             has_service_steps = any(isinstance(s, Mapping) and s.get("tool") in ("query_logs", "query_metrics")
                                     for s in plan.get("steps") or [])
-            if rounds - 1 < (1 if has_service_steps else 2):
-                obs = Observations(results)
-                calls = follow_up_calls(obs, named, offered, str(si.get("question", "")))
+            # A further round only follows a lead the previous one found (a multi-hop cause).
+            if rounds - 1 < (1 if has_service_steps else 2) + MAX_LEAD_HOPS - 1:
+                obs = Observations(results, str(si.get("question", "")))
+                hop = rounds - 1 >= (1 if has_service_steps else 2)
+                calls = follow_up_calls(obs, named, offered, str(si.get("question", "")),
+                                        frontier=_last_round_services(request, results) if hop else None)
                 allowed = budget - GAP_RESERVE if budget > GAP_RESERVE + 2 else budget
                 if calls and allowed > 0:
                     return None, _tool_calls(calls[:allowed], len(results) + 1)
     return _json(_evidence(si, results, named, mode)), []
 
 
+def _last_round_services(request: ChatRequest, results: list) -> list[str]:
+    """The services the previous tool round queried: the frontier of lead following."""
+    turns = [m for m in request.messages if isinstance(m, Mapping) and m.get("role") == "assistant" and m.get("tool_calls")]
+    count = len(turns[-1].get("tool_calls") or []) if turns else 0
+    services = [str((r.get("arguments") or {}).get("service")) for r in results[-count:] if count
+                and r.get("tool_name") == "query_logs" and (r.get("arguments") or {}).get("service")]
+    return list(dict.fromkeys(services))
+
+
 def _evidence(si: Mapping[str, Any], results: list, named: list[str], mode: str) -> dict[str, Any]:
-    obs = Observations(results)
+    obs = Observations(results, str(si.get("question", "")))
     previous = si.get("previous_snapshot") if mode == "EVIDENCE_GAP_ONLY" else None
     if isinstance(previous, Mapping) and isinstance(previous.get("claims"), list):
         return _extend_snapshot(previous, obs)
@@ -200,6 +214,9 @@ V = {  # what the verifier says, in the language of the question (the composer q
     "pass": {"en": "The root cause ({cause} in {service}) is supported by evidence from {tools}, checked against the "
                    "patterns of its category.",
              "zh": "根因（{service} 的 {cause}）得到 {tools} 的证据支持，且证据符合该类故障的特征。"},
+    "fallback": {"en": "no known failure pattern matched; the last error {service} logged before the failure is named as the "
+                       "likely cause",
+                 "zh": "未匹配到已知故障模式；以 {service} 在故障前记录的最后一条错误作为可能原因"},
     "single": {"en": "the root cause in {service} is supported only by {tools}",
                "zh": "{service} 的根因只有 {tools} 的证据支持"},
     "gap_metrics": {"en": "{service}'s metrics would confirm or refute the root cause.",
@@ -253,7 +270,10 @@ def _verify(si: Mapping[str, Any]) -> dict[str, Any]:
         facts.append({"fact": f"The root-cause service {service} appears in the cited evidence.",
                       "consistent": any(service in str(b.get("evidence_excerpt", "")) for b in evidence)})
         facts.append({"fact": f"The root cause is supported by logs and metrics (tools: {listed}).", "consistent": corroborated})
-        if corroborated:
+        if match.group("cause") not in CAUSE_BY_KEY or match.group("cause") == LAST_ERROR.key:
+            # The generic fallback names an error, not a recognised failure: never more than LOW_CONFID.
+            verdict, rationale = "LOW_CONFID", say("fallback", service=service)
+        elif corroborated:
             verdict, rationale = "PASS", say("pass", cause=match.group("cause"), service=service, tools=listed)
         else:
             verdict, rationale = "LOW_CONFID", say("single", service=service, tools=listed)
@@ -297,6 +317,10 @@ def _check_claim(claim: Mapping[str, Any]) -> tuple[bool, str]:
         cause = CAUSE_BY_KEY.get(root.group("cause"))
         if cause is None:
             return len(evidence) >= 2, "Unclassified root cause; supported only by the number of citations."
+        if cause is LAST_ERROR:
+            quoted = statement.split(": \"", 1)[-1][:40]
+            ok = any(quoted[:30] in " ".join(str(b.get("evidence_excerpt", "")).split()) for b in evidence)
+            return ok, "The last error named as the cause is quoted from the cited lines." if ok else "The named error is not cited."
         text_hit = cause.matches_text(excerpts)
         metric_hit = any(cause.watches(m) for m in re.findall(r"[a-zA-Z_:][a-zA-Z0-9_:]*(?=\{)", excerpts))
         if text_hit or metric_hit:
@@ -414,11 +438,12 @@ def _compose(si: Mapping[str, Any]) -> dict[str, Any]:
     if verdict in ("PASS", "LOW_CONFID") and root is not None:
         plan["root_cause"].append(root["claim_id"])
         cause = CAUSE_BY_KEY.get(ROOT_RE.match(root["statement"]).group("cause"))
-        if cause:
-            actions += list(cause.actions(language))
+        actions += list(cause.actions(language) if cause else GENERIC_ACTIONS[language])
     elif verdict in ("PASS", "LOW_CONFID") and nothing is not None:
         plan["evidence"].append(nothing["claim_id"])
         actions.append(_t("nothing_action", language))
+    elif verdict == "LOW_CONFID":
+        actions += list(GENERIC_ACTIONS[language])  # a problem without an established cause: what to check next
     else:
         actions.append(_t("reject_action", language))
 
