@@ -167,6 +167,10 @@ def _root_claim(obs: Observations, found: Diagnosis, book: ClaimBook) -> None:
         if found.via == "neighbour":
             starving = [s for s in caller.anomalies if cause and cause.matches_series(s.name, s.direction)]
             bindings.append(starving[0].binding() if starving else None)
+    # The hop in between: a queried service whose errors name the root (the lead that was followed).
+    hops = [p.dependency_lines[found.root] for p in obs.profiles.values()
+            if p.service not in affected and found.root in p.dependency_lines]
+    bindings += [line.binding() for line in hops[:1]]
     impact = _impact_series(obs, affected or [found.root or ""])
     bindings.append(impact.binding() if impact else None)
     bindings = [b for b in bindings if b]

@@ -150,6 +150,7 @@ def _trace_root(obs: Observations, service: str, symptoms: list[str], depth: int
         # errors are the echo (stale reads from a lagging replica, a full shared cache).
         echoed = [other for other in obs.profiles.values()
                   if other.service != service and other.service not in symptoms and obs.has(other.service)
+                  and service not in other.dependencies  # a caller that names this service reports it, not causes it
                   and _own_cause_score(other, cause) > 0 and _not_later(other.onset, onset)]
         if echoed:
             first = min(echoed, key=lambda p: p.onset if p.onset is not None else math.inf)
