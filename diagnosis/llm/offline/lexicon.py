@@ -9,7 +9,7 @@ from datetime import datetime, timezone
 from typing import Any, Mapping
 
 from diagnosis.llm.offline.cause import Cause, _m, _rx
-from diagnosis.llm.offline.taxonomy import BROAD_CAUSES, GENERIC_ACTIONS, LAST_ERROR
+from diagnosis.llm.offline.taxonomy import BROAD_CAUSES, LAST_ERROR
 
 MODEL_NAME = "offline-analyser-v1"
 EVIDENCE_VERSION = "executor_evidence_v2"
