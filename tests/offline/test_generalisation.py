@@ -227,3 +227,28 @@ def test_a_start_up_banner_does_not_become_the_trigger_of_an_incident():
     lines += [(-1500 + 60 * i, "ERROR", "Connection refused: connect to 10.0.0.9:6379") for i in range(10)]
     found = diagnose(Observations([logs("order-api", lines)], "Why is order-api failing?"), ["order-api"])
     assert found.trigger is None
+
+
+# --------------------------------------------------------------------------- alert analysis and Kubernetes
+
+
+def _aiops_first_round(alerts: list[dict]) -> list[tuple[str, dict]]:
+    from diagnosis.llm.base import ChatRequest
+    from diagnosis.llm.offline import OfflineAnalyser
+    from diagnosis.tools.registry import openai_tool_specs
+
+    reply = OfflineAnalyser().complete(ChatRequest(
+        role="aiops", messages=[{"role": "user", "content": "execute"}], tools=openai_tool_specs(),
+        structured_input={"phase": "execute", "language": "en", "alerts": alerts, "tool_budget": 6,
+                          "task": {"task_id": "t1", "service": "points-api", "alert_ids": ["a1"]}}))
+    return [(c.name, c.arguments) for c in reply.tool_calls]
+
+
+def test_an_alert_naming_a_pod_makes_the_alert_analysis_read_its_kubernetes_state():
+    alert = {"alert_id": "a1", "labels": {"alertname": "KubePodCrashLooping", "service": "points-api", "severity": "critical",
+                                          "namespace": "loyalty", "pod": "points-api-5c8d7b9f4-x7kqp", "job": "kube-state-metrics"},
+             "annotations": {"summary": "Pod is crash looping"}, "state": "firing"}
+    calls = _aiops_first_round([alert])
+    assert ("query_kubernetes", {"kind": "pod", "name": "points-api-5c8d7b9f4-x7kqp", "namespace": "loyalty"}) in calls
+    plain = {**alert, "labels": {k: v for k, v in alert["labels"].items() if k not in ("pod", "namespace")}}
+    assert not [c for c in _aiops_first_round([plain]) if c[0] == "query_kubernetes"]  # `job` is the scrape job

@@ -22,7 +22,7 @@ from diagnosis.llm.offline.hypotheses import diagnose
 from diagnosis.llm.offline.claims import ClaimBook, build_claims, follow_up_calls
 from diagnosis.llm.offline.composer import _evidence_line, _t
 from diagnosis.llm.offline.findings import NothingWrong, RootCause, RunbookAdvice, finding_of
-from diagnosis.llm.offline.roles import _offered_tools, _tool_calls, _tool_rounds
+from diagnosis.llm.offline.roles import _last_round_services, _offered_tools, _tool_calls, _tool_rounds
 
 
 # --------------------------------------------------------------------------- alert analysis (role aiops)
@@ -103,6 +103,30 @@ def _alert_rows(si: Mapping[str, Any]) -> list[dict[str, Any]]:
     return rows
 
 
+# Alert labels that name a Kubernetes object (kube-state-metrics and the kubernetes-mixin alerts); the
+# Prometheus `job` label is the scrape job, not a Kubernetes Job, so `job_name` is read instead.
+K8S_LABELS = (("pod", "pod"), ("deployment", "deployment"), ("statefulset", "statefulset"),
+              ("daemonset", "daemonset"), ("job_name", "job"), ("cronjob", "cronjob"))
+
+
+def kubernetes_target(si: Mapping[str, Any], task: Mapping[str, Any]) -> dict[str, str] | None:
+    """``{kind, name, namespace}`` for query_kubernetes when an alert of the task names a pod or workload."""
+    wanted = {str(i) for i in task.get("alert_ids") or []}
+    for i, raw in enumerate(si.get("alerts") or []):
+        if not isinstance(raw, Mapping) or (wanted and str(raw.get("alert_id") or f"a{i + 1}") not in wanted):
+            continue
+        labels = raw.get("labels") if isinstance(raw.get("labels"), Mapping) else {}
+        for label, kind in K8S_LABELS:
+            name = labels.get(label)
+            if isinstance(name, str) and re.fullmatch(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?", name):
+                target = {"kind": kind, "name": name}
+                namespace = labels.get("namespace")
+                if isinstance(namespace, str) and re.fullmatch(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?", namespace):
+                    target["namespace"] = namespace
+                return target
+    return None
+
+
 def _row_priority(row: Mapping[str, Any]) -> tuple:
     return (row["state"] != "firing", AIOPS_SEVERITY.get(row["severity"].lower(), 4), row["since"])
 
@@ -159,11 +183,17 @@ def _aiops_execute(request: ChatRequest, si: Mapping[str, Any], language: str) -
     if offered and budget > 0 and service:
         calls: list[tuple[str, dict]] = []
         if rounds == 0:
-            calls = [("query_logs", {"service": service, "limit": LOG_LIMIT}), ("query_metrics", {"service": service}),
-                     ("lookup_knowledge", {"query": f"{service} {alert_text}"[:500], "top_k": KNOWLEDGE_TOP_K})]
+            calls = [("query_logs", {"service": service, "limit": LOG_LIMIT}), ("query_metrics", {"service": service})]
+            target = kubernetes_target(si, task)
+            if target is not None:
+                calls.append(("query_kubernetes", target))  # the alert names a pod or workload: its events and states
+            calls.append(("lookup_knowledge", {"query": f"{service} {alert_text}"[:500], "top_k": KNOWLEDGE_TOP_K}))
             calls = [(t, a) for t, a in calls if t in offered]
         elif rounds == 1:
             calls = follow_up_calls(Observations(context + results), [service], offered, alert_text)
+        elif rounds == 2:  # one more hop: the lead named by a dependency that shows trouble itself
+            calls = follow_up_calls(Observations(context + results), [service], offered, alert_text,
+                                    frontier=_last_round_services(request, results))
         if calls:
             return None, _tool_calls(calls[:budget], len(results) + 1)
     obs = Observations(context + results)
