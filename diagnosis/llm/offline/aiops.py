@@ -22,6 +22,7 @@ from diagnosis.llm.offline.hypotheses import diagnose
 from diagnosis.llm.offline.claims import ClaimBook, build_claims, follow_up_calls
 from diagnosis.llm.offline.composer import _evidence_line, _t
 from diagnosis.llm.offline.findings import NothingWrong, RootCause, RunbookAdvice, finding_of
+from diagnosis.llm.offline.taxonomy import GENERIC_ACTIONS
 from diagnosis.llm.offline.roles import _last_round_services, _offered_tools, _tool_calls, _tool_rounds
 
 
@@ -334,6 +335,8 @@ def _aiops_report(si: Mapping[str, Any], language: str) -> str:
     for _finding, _root, _service, cause in roots:
         if cause is not None and cause.actions(language)[0] not in actions:
             actions.append(cause.actions(language)[0])
+    if not actions and findings:
+        actions += list(GENERIC_ACTIONS[language][:2])  # no runbook and no category: what to check next
     if actions:
         lines += ["", _a("actions", language)] + [f"{i}. {item}" for i, item in enumerate(actions[:5], start=1)]
     if missing:
