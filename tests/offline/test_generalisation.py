@@ -159,6 +159,8 @@ def test_a_symptom_stating_question_is_never_answered_healthy():
     slow = diagnose(Observations(quiet, "Why is cart-api so slow?"), ["cart-api"])
     assert slow.undetermined and not slow.nothing_wrong
     assert stated_symptom("cart-api 为什么一直报错？").failure and not stated_symptom("cart-api 正常吗？").stated
+    assert stated_symptom("What is wrong with cart-api?").failure and stated_symptom("cart-api 出了什么问题？").failure
+    assert not stated_symptom("Is anything wrong with cart-api right now?").stated
 
 
 # --------------------------------------------------------------------------- the generic fallback
