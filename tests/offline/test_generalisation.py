@@ -142,6 +142,14 @@ def test_a_stated_latency_symptom_lowers_the_threshold():
     assert not Observations([_slow_service(0.3)], "Why is ledger-api so slow?").profiles["ledger-api"].slow
 
 
+@pytest.mark.parametrize("message", ["Started OrderApplication in 4.512 seconds (process running for 5.1)",
+                                     "connection to redis-cache:6379 lost, retrying in 5 s",
+                                     "next run in 10 minutes", "session token expires in 300 s"])
+def test_start_up_times_back_offs_and_schedules_are_not_slow_work(message):
+    lines = logs("ledger-api", [(-1800 + 60 * i, "INFO", message) for i in range(30)])
+    assert not Observations([lines], "Why is ledger-api so slow?").profiles["ledger-api"].slow
+
+
 def test_a_slow_caller_is_traced_to_the_database_its_slow_lines_name():
     caller = logs("quote-api", [(-1500 + 70 * i, "INFO", f'{{"msg":"quote computed","db":"rates-pg:5432","duration":"{8 + i % 2}.1s"}}')
                                 for i in range(20)])

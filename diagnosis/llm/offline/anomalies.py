@@ -97,7 +97,11 @@ def _pair_limits(series: list[Series]) -> None:
 
 # --------------------------------------------------------------------------- per-service reading
 
-START_UP = re.compile(r"\bstart(?:ed|ing|up)\b|\binitiali[sz]ed\b|启动", re.IGNORECASE)  # "Started App in 4.5 seconds"
+# Durations that are not work taking long: start-up banners ("Started App in 4.5 seconds"), retry back-offs,
+# schedules and expiries ("retrying in 5s", "next run in 10 minutes", "token expires in 300 s").
+NOT_A_WAIT = re.compile(r"\bstart(?:ed|ing|up)\b|\binitiali[sz]ed\b|启动|\bretr(?:y|ying|ies)\b|back-?off|\bsleep|"
+                        r"\binterval\b|\bevery\b|\bnext (?:run|attempt|check)\b|\bexpires? in\b|\bttl\b|重试",
+                        re.IGNORECASE)
 
 
 def _analyse_profile(profile: Profile, slow_threshold_s: float = SLOW_ABSOLUTE_S) -> None:
@@ -108,7 +112,7 @@ def _analyse_profile(profile: Profile, slow_threshold_s: float = SLOW_ABSOLUTE_S
         if any(p.search(line.message) for p in CHANGE_PATTERNS):
             profile.changes.append(line)
         took = duration_s(line.message)
-        slow = took is not None and took >= slow_threshold_s and not START_UP.search(line.message)
+        slow = took is not None and took >= slow_threshold_s and not NOT_A_WAIT.search(line.message)
         if slow:
             profile.slow_lines.append(line)
         if line.level in ("ERROR", "FATAL", "WARN") or slow:
