@@ -29,6 +29,8 @@ EXPECTED = {
     "settlement-replication-lag-zh", "catalog-healthy", "report-noisy-neighbour-cpu",
     # Kubernetes-shaped (with kubernetes.json, read by query_kubernetes)
     "ledger-api-missing-secret-k8s", "thumbnailer-oomkilled-k8s", "billing-export-job-backoff-k8s",
+    # real log formats: nginx + Spring Boot + MySQL (three hops), Flask/gunicorn (healthy, noisy), a flag flip
+    "storefront-orders-mysql-connections", "avatar-healthy-noisy", "invoice-renderer-slow-flag",
 }
 
 

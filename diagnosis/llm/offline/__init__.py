@@ -7,8 +7,10 @@ checks its own claims and writes the answer. No network, no canned answers. Stdl
 
 The package is split along its seams: ``lexicon`` (the incident vocabulary), ``observations`` (tool
 results read into typed records), ``anomalies`` (metric and log reading), ``hypotheses`` (the root
-cause), ``claims`` (statements with exact excerpts and follow-up queries), ``roles`` (planner,
-executor, verifier, composer, simple chat) and ``aiops`` (alert analysis).
+cause), ``leads`` (dependencies named in lines, durations, the stated symptom), ``findings`` (the typed
+statements of the claims), ``claims`` (statements with exact excerpts and follow-up queries), ``roles``
+(planner, executor, simple chat), ``verifier``, ``composer`` and ``aiops`` (alert analysis). Each role's
+output is a typed structure; the verifier and composer read claims as typed findings.
 """
 
 from __future__ import annotations
@@ -20,13 +22,9 @@ from diagnosis.llm.base import ChatReply, ChatRequest, ModelNonRetryableError, T
 
 from diagnosis.llm.offline.aiops import _aiops
 from diagnosis.llm.offline.lexicon import MODEL_NAME, _json, question_language, services_in_question
-from diagnosis.llm.offline.roles import (
-    _compose,
-    _executor,
-    _plan,
-    _simple,
-    _verify,
-)
+from diagnosis.llm.offline.composer import compose
+from diagnosis.llm.offline.roles import _executor, _plan, _simple
+from diagnosis.llm.offline.verifier import verify
 
 __all__ = ["MODEL_NAME", "OfflineAnalyser", "question_language", "services_in_question"]
 
@@ -54,13 +52,13 @@ class OfflineAnalyser:
         si = si or {}
         tool_calls: list[ToolCall] = []
         if request.role == "planner":
-            content = _json(_plan(si))
+            content = _json(_plan(si).to_dict())
         elif request.role == "executor":
             content, tool_calls = _executor(request, si)
         elif request.role == "verifier":
-            content = _json(_verify(si))
+            content = _json(verify(si).to_dict())
         elif request.role == "composer":
-            content = _json(_compose(si))
+            content = _json(compose(si).to_dict())
         elif request.role == "simple":
             content = _simple(si, request)
         else:  # aiops: the alert-analysis supervisor's phases

@@ -19,22 +19,11 @@ from diagnosis.llm.offline.lexicon import (
 )
 from diagnosis.llm.offline.observations import Observations
 from diagnosis.llm.offline.hypotheses import diagnose
-from diagnosis.llm.offline.claims import (
-    AFFECTED_RE,
-    ClaimBook,
-    NOTHING_RE,
-    ROOT_RE,
-    RUNBOOK_RE,
-    build_claims,
-    follow_up_calls,
-)
-from diagnosis.llm.offline.roles import (
-    _evidence_line,
-    _offered_tools,
-    _t,
-    _tool_calls,
-    _tool_rounds,
-)
+from diagnosis.llm.offline.claims import ClaimBook, build_claims, follow_up_calls
+from diagnosis.llm.offline.composer import _evidence_line, _t
+from diagnosis.llm.offline.findings import NothingWrong, RootCause, RunbookAdvice, finding_of
+from diagnosis.llm.offline.taxonomy import GENERIC_ACTIONS
+from diagnosis.llm.offline.roles import _last_round_services, _offered_tools, _tool_calls, _tool_rounds
 
 
 # --------------------------------------------------------------------------- alert analysis (role aiops)
@@ -115,6 +104,30 @@ def _alert_rows(si: Mapping[str, Any]) -> list[dict[str, Any]]:
     return rows
 
 
+# Alert labels that name a Kubernetes object (kube-state-metrics and the kubernetes-mixin alerts); the
+# Prometheus `job` label is the scrape job, not a Kubernetes Job, so `job_name` is read instead.
+K8S_LABELS = (("pod", "pod"), ("deployment", "deployment"), ("statefulset", "statefulset"),
+              ("daemonset", "daemonset"), ("job_name", "job"), ("cronjob", "cronjob"))
+
+
+def kubernetes_target(si: Mapping[str, Any], task: Mapping[str, Any]) -> dict[str, str] | None:
+    """``{kind, name, namespace}`` for query_kubernetes when an alert of the task names a pod or workload."""
+    wanted = {str(i) for i in task.get("alert_ids") or []}
+    for i, raw in enumerate(si.get("alerts") or []):
+        if not isinstance(raw, Mapping) or (wanted and str(raw.get("alert_id") or f"a{i + 1}") not in wanted):
+            continue
+        labels = raw.get("labels") if isinstance(raw.get("labels"), Mapping) else {}
+        for label, kind in K8S_LABELS:
+            name = labels.get(label)
+            if isinstance(name, str) and re.fullmatch(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?", name):
+                target = {"kind": kind, "name": name}
+                namespace = labels.get("namespace")
+                if isinstance(namespace, str) and re.fullmatch(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?", namespace):
+                    target["namespace"] = namespace
+                return target
+    return None
+
+
 def _row_priority(row: Mapping[str, Any]) -> tuple:
     return (row["state"] != "firing", AIOPS_SEVERITY.get(row["severity"].lower(), 4), row["since"])
 
@@ -171,11 +184,17 @@ def _aiops_execute(request: ChatRequest, si: Mapping[str, Any], language: str) -
     if offered and budget > 0 and service:
         calls: list[tuple[str, dict]] = []
         if rounds == 0:
-            calls = [("query_logs", {"service": service, "limit": LOG_LIMIT}), ("query_metrics", {"service": service}),
-                     ("lookup_knowledge", {"query": f"{service} {alert_text}"[:500], "top_k": KNOWLEDGE_TOP_K})]
+            calls = [("query_logs", {"service": service, "limit": LOG_LIMIT}), ("query_metrics", {"service": service})]
+            target = kubernetes_target(si, task)
+            if target is not None:
+                calls.append(("query_kubernetes", target))  # the alert names a pod or workload: its events and states
+            calls.append(("lookup_knowledge", {"query": f"{service} {alert_text}"[:500], "top_k": KNOWLEDGE_TOP_K}))
             calls = [(t, a) for t, a in calls if t in offered]
         elif rounds == 1:
             calls = follow_up_calls(Observations(context + results), [service], offered, alert_text)
+        elif rounds == 2:  # one more hop: the lead named by a dependency that shows trouble itself
+            calls = follow_up_calls(Observations(context + results), [service], offered, alert_text,
+                                    frontier=_last_round_services(request, results))
         if calls:
             return None, _tool_calls(calls[:budget], len(results) + 1)
     obs = Observations(context + results)
@@ -239,29 +258,27 @@ def _aiops_report(si: Mapping[str, Any], language: str) -> str:
         service = str(finding.get("service", ""))
         names = ", ".join(dict.fromkeys(by_id[i]["alertname"] for i in finding.get("alert_ids") or [] if i in by_id))
         lines.append(f"**{safe(names or service)}** ({safe(service)})")
-        root = next((c for c in claims if ROOT_RE.match(str(c.get("statement", "")))), None)
-        nothing = next((c for c in claims if NOTHING_RE.match(str(c.get("statement", "")))), None)
-        others = [c for c in claims if c is not root and c is not nothing and not RUNBOOK_RE.match(str(c.get("statement", "")))]
+        root = next((c for c in claims if isinstance(finding_of(c), RootCause)), None)
+        nothing = next((c for c in claims if isinstance(finding_of(c), NothingWrong)), None)
+        others = [c for c in claims if c is not root and c is not nothing and not isinstance(finding_of(c), RunbookAdvice)]
         if root is not None:
-            match = ROOT_RE.match(root["statement"])
-            cause = CAUSE_BY_KEY.get(match.group("cause"))
+            found = finding_of(root)
+            cause = CAUSE_BY_KEY.get(found.cause)
             label = cause.label(language) if cause else ("未归类的故障" if language == "zh" else "unclassified failure")
-            sentence = _a("root", language, service=match.group("service"), label=label)
-            affected = AFFECTED_RE.search(root["statement"])
-            if affected:
-                sentence += _a("affected", language, services=affected.group("list"))
-            trigger = re.search(r"It began after: \"(?P<t>.+?)\"\.", root["statement"])
-            if trigger:
-                sentence += _a("trigger", language, excerpt=safe(trigger.group("t")))
+            sentence = _a("root", language, service=found.service, label=label)
+            if found.affected:
+                sentence += _a("affected", language, services=found.affected)
+            if found.trigger:
+                sentence += _a("trigger", language, excerpt=safe(found.trigger))
             lines.append(f"- {sentence} {cite(root)}".rstrip())
             for b in [b for b in root.get("evidence") or [] if isinstance(b, Mapping)][:3]:
                 kind = kinds.get(str(b.get("tool_name")), ("Evidence", "证据"))[language == "zh"]
                 lines.append(f"  - {kind}{'：' if language == 'zh' else ': '}`{safe(str(b.get('evidence_excerpt', '')))}` "
                              f"[{b.get('source_invocation_id')}]")
-            roots.append((finding, root, match.group("service"), cause))
+            roots.append((finding, root, found.service, cause))
             tools = {str(b.get("tool_name")) for b in root.get("evidence") or [] if isinstance(b, Mapping)}
             if not {"query_logs", "query_metrics"} <= tools:
-                risks.append(_a("risk_single", language, service=match.group("service"),
+                risks.append(_a("risk_single", language, service=found.service,
                                 tools=", ".join(sorted(tools & {"query_logs", "query_metrics", "query_alerts"})) or "lookup_knowledge"))
         elif nothing is not None:
             lines.append(f"- {_a('nothing', language, service=service)} {cite(nothing)}".rstrip())
@@ -308,16 +325,18 @@ def _aiops_report(si: Mapping[str, Any], language: str) -> str:
     elif findings:
         lines[-1] += " " + _a("no_roots", language)
     actions: list[str] = []
-    advice = [c for f in findings for c in claims_of[id(f)] if RUNBOOK_RE.match(str(c.get("statement", "")))]
+    advice = [c for f in findings for c in claims_of[id(f)] if isinstance(finding_of(c), RunbookAdvice)]
     # Advice in the reader's language first; a runbook in the other language is still quoted as is.
     for claim in sorted(advice, key=lambda c: question_language(str(c.get("statement", ""))) != language):
-        m = RUNBOOK_RE.match(str(claim.get("statement", "")))
-        if m and len(actions) < 3:
+        advice_finding = finding_of(claim)
+        if isinstance(advice_finding, RunbookAdvice) and len(actions) < 3:
             excerpt = safe(str((claim.get("evidence") or [{}])[0].get("evidence_excerpt", "")))
-            actions.append(f"{_t('runbook_action', language, excerpt=excerpt, title=m.group('title'))} {cite(claim)}".rstrip())
+            actions.append(f"{_t('runbook_action', language, excerpt=excerpt, title=advice_finding.title)} {cite(claim)}".rstrip())
     for _finding, _root, _service, cause in roots:
         if cause is not None and cause.actions(language)[0] not in actions:
             actions.append(cause.actions(language)[0])
+    if not actions and findings:
+        actions += list(GENERIC_ACTIONS[language][:2])  # no runbook and no category: what to check next
     if actions:
         lines += ["", _a("actions", language)] + [f"{i}. {item}" for i, item in enumerate(actions[:5], start=1)]
     if missing:

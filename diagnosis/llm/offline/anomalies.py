@@ -8,8 +8,10 @@ import statistics
 from collections import Counter
 from typing import Callable
 
+from diagnosis.llm.offline.leads import SLOW_ABSOLUTE_S, duration_s, leads_in
 from diagnosis.llm.offline.lexicon import (
     CAUSES,
+    CAUSE_BY_KEY,
     CHANGE_PATTERNS,
     DEPENDENCY_CONTEXT,
     GENERIC_HYPHENATED,
@@ -95,15 +97,27 @@ def _pair_limits(series: list[Series]) -> None:
 
 # --------------------------------------------------------------------------- per-service reading
 
+# Durations that are not work taking long: start-up banners ("Started App in 4.5 seconds"), retry back-offs,
+# schedules and expiries ("retrying in 5s", "next run in 10 minutes", "token expires in 300 s").
+NOT_A_WAIT = re.compile(r"\bstart(?:ed|ing|up)\b|\binitiali[sz]ed\b|启动|\bretr(?:y|ying|ies)\b|back-?off|\bsleep|"
+                        r"\binterval\b|\bevery\b|\bnext (?:run|attempt|check)\b|\bexpires? in\b|\bttl\b|重试",
+                        re.IGNORECASE)
 
-def _analyse_profile(profile: Profile) -> None:
+
+def _analyse_profile(profile: Profile, slow_threshold_s: float = SLOW_ABSOLUTE_S) -> None:
     groups: dict[tuple[str, str], list[LogLine]] = {}
+    dns = CAUSE_BY_KEY["dns_failure"]
     for line in sorted(profile.lines, key=lambda l: (l.ts or 0, l.index)):
         groups.setdefault((line.level, _template(line.message)), []).append(line)
         if any(p.search(line.message) for p in CHANGE_PATTERNS):
             profile.changes.append(line)
-        if line.level in ("ERROR", "FATAL", "WARN"):
-            for ref in _dependencies(line.message, profile.service):
+        took = duration_s(line.message)
+        slow = took is not None and took >= slow_threshold_s and not NOT_A_WAIT.search(line.message)
+        if slow:
+            profile.slow_lines.append(line)
+        if line.level in ("ERROR", "FATAL", "WARN") or slow:
+            refs = [lead.service for lead in leads_in(line.message, profile.service, dns_failure=dns.matches_text(line.message))]
+            for ref in dict.fromkeys(refs + _dependencies(line.message, profile.service)):
                 profile.dependencies[ref] += 1
                 profile.dependency_lines.setdefault(ref, line)
     for (level, template), lines in groups.items():
@@ -131,6 +145,11 @@ def _analyse_profile(profile: Profile) -> None:
     starts = [p.first.ts for p in profile.problem_patterns
               if p.first.ts is not None and (p.level != "WARN" or p.causes)]
     starts += [s.onset for s in profile.anomalies if s.onset is not None]
+    if profile.slow and profile.slow_lines[0].ts is not None:
+        starts.append(profile.slow_lines[0].ts)
+        if profile.dependencies:
+            # Requests that wait on a dependency they name: slowness that comes from downstream.
+            profile.causes["slow_downstream_dependency"] += 1.0
     profile.onset = min(starts) if starts else None
 
 

@@ -29,6 +29,19 @@ from diagnosis.llm.offline.lexicon import (
     _suspicious,
     question_language,
 )
+from diagnosis.llm.offline.findings import (
+    AlertFiring,
+    Change,
+    Finding,
+    HealthyMetrics,
+    LogPattern,
+    MetricMove,
+    NothingWrong,
+    QuietLogs,
+    RootCause,
+    RunbookAdvice,
+    RunbookMismatch,
+)
 from diagnosis.llm.offline.observations import (
     KnowledgeChunk,
     Observations,
@@ -56,7 +69,7 @@ class ClaimBook:
         self.next_id = start
         self.cited: set[tuple[str, str]] = set()
 
-    def add(self, statement: str, bindings: Iterable[dict[str, str] | None], *, reuse: bool = True) -> dict | None:
+    def add(self, finding: Finding, bindings: Iterable[dict[str, str] | None], *, reuse: bool = True) -> dict | None:
         evidence, seen = [], set()
         for b in bindings:
             if not b or not b.get("evidence_excerpt"):
@@ -69,46 +82,38 @@ class ClaimBook:
         if not evidence or len(self.claims) >= MAX_CLAIMS:
             return None
         self.cited |= seen
-        claim = {"claim_id": f"c{self.next_id}", "statement": statement, "evidence": evidence}
+        claim = {"claim_id": f"c{self.next_id}", "statement": finding.statement(), "evidence": evidence}
         self.next_id += 1
         self.claims.append(claim)
         return claim
 
 
-ROOT_RE = re.compile(r"^Root cause \((?P<cause>[a-z_]+)\): (?P<service>\S+) — ")
-AFFECTED_RE = re.compile(r"Affected: (?P<list>[^.]+)\.")
-NOTHING_RE = re.compile(r"^No anomaly found for (?P<services>[^:]+):")
-METRIC_RE = re.compile(r"^Metric (?P<metric>\S+) of (?P<service>\S+) (?:is anomalous \((?P<direction>\w+)\)|changed)")
-LOGS_RE = re.compile(r"^Logs of (?P<service>\S+): (?P<count>\d+) (?P<level>[A-Z]+) line")
-QUIET_LOGS_RE = re.compile(r"^Logs of (?P<service>\S+): no ERROR(?: or WARN)? lines among (?P<count>\d+) lines")
-HEALTHY_METRICS_RE = re.compile(r"^Metrics of (?P<service>\S+) stay near baseline: (?P<names>.+)\.$")
-ALERT_RE = re.compile(r"^Alert (?P<name>\S+) is (?P<state>\w+) for (?P<service>\S+)")
-RUNBOOK_RE = re.compile(r"^Runbook \"(?P<title>[^\"]*)\" advises:")
-MISMATCH_RE = re.compile(r"^Runbook \"(?P<title>[^\"]*)\" points to (?P<cause>[a-z_]+), but (?P<metric>\S+) of (?P<service>\S+) stays near baseline")
-CHANGE_RE = re.compile(r"^Change in (?P<service>\S+) at (?P<at>\S+):")
 
-
-def _series_statement(s: Series) -> str:
+def _series_finding(s: Series) -> MetricMove:
     if s.direction == "changed":
-        return f"Metric {s.name} of {s.service} changed from {_number(s.baseline)} to {_number(s.last)} at {_iso(s.onset)}."
+        return MetricMove(s.name, s.service, "changed", f"from {_number(s.baseline)} to {_number(s.last)} at {_iso(s.onset)}.")
     if s.direction == "saturated" and s.limit is not None:
         detail = f"reached its limit {s.limit.name}={_number(s.limit.last)} (peak {_number(s.peak)}, baseline {_number(s.baseline)})"
     elif s.direction == "down":
         detail = f"fell from baseline {_number(s.baseline)} to {_number(s.trough)}"
     else:
         detail = f"rose from baseline {_number(s.baseline)} to {_number(s.peak)}"
-    return f"Metric {s.name} of {s.service} is anomalous ({s.direction}): {detail}, starting {_iso(s.onset)}."
+    return MetricMove(s.name, s.service, s.direction or "up", f"{detail}, starting {_iso(s.onset)}.")
 
 
-def _pattern_statement(p: Pattern) -> str:
-    return (f"Logs of {p.service}: {p.count} {p.level} line{'s' if p.count != 1 else ''} like "
-            f"\"{_short(p.first.message, 140)}\", first at {p.first.timestamp or '?'}.")
+def _pattern_finding(p: Pattern) -> LogPattern:
+    return LogPattern(p.service, str(p.count), p.level, f"line{'s' if p.count != 1 else ''} like "
+                      f"\"{_short(p.first.message, 140)}\", first at {p.first.timestamp or '?'}.")
 
 
 def build_claims(obs: Observations, found: Diagnosis, book: ClaimBook, language: str = "en") -> str:
     """Claims for a diagnosis, most important first; returns the summary."""
     if found.nothing_wrong:
         return _healthy_claims(obs, found, book)
+    if found.undetermined:
+        _healthy_claims(obs, found, book, conclude=False)
+        return (f"The question states a symptom of {', '.join(found.symptoms)}, but the telemetry of this run shows no "
+                "anomaly that explains it: undetermined.")
     if found.root is None:
         for service in found.symptoms or obs.queried:
             _service_claims(obs.profiles.get(service), book)
@@ -121,10 +126,10 @@ def build_claims(obs: Observations, found: Diagnosis, book: ClaimBook, language:
         _service_claims(obs.profiles.get(service), book)
     if found.trigger is not None:
         t = found.trigger
-        book.add(f"Change in {t.service} at {t.timestamp}: \"{_short(t.message, 160)}\".", [t.binding()], reuse=False)
+        book.add(Change(t.service, t.timestamp, f"\"{_short(t.message, 160)}\"."), [t.binding()], reuse=False)
     for alert in sorted(obs.alerts, key=_alert_priority):
         if alert.service in (found.root, *found.symptoms, *order) and alert.state in ("firing", "pending"):
-            book.add(f"Alert {alert.name} is {alert.state} for {alert.service} since {alert.active_at}: {alert.summary}",
+            book.add(AlertFiring(alert.name, alert.state, alert.service, f" since {alert.active_at}: {alert.summary}"),
                      [alert.binding()], reuse=False)
     _runbook_claims(obs, found, book, language)
     cause = found.cause.label_en if found.cause else "unclassified failure"
@@ -137,6 +142,8 @@ def _root_claim(obs: Observations, found: Diagnosis, book: ClaimBook) -> None:
     cause = found.cause
     profile = obs.profiles.get(found.root or "", Profile(found.root or ""))
     bindings: list[dict[str, str] | None] = []
+    if found.fallback_line is not None:
+        bindings.append(found.fallback_line.binding())
     if cause is not None:
         cues = profile.cue_lines(cause)
         bindings.append(cues[0].binding() if cues else None)
@@ -161,6 +168,10 @@ def _root_claim(obs: Observations, found: Diagnosis, book: ClaimBook) -> None:
         if found.via == "neighbour":
             starving = [s for s in caller.anomalies if cause and cause.matches_series(s.name, s.direction)]
             bindings.append(starving[0].binding() if starving else None)
+    # The hop in between: a queried service whose errors name the root (the lead that was followed).
+    hops = [p.dependency_lines[found.root] for p in obs.profiles.values()
+            if p.service not in affected and found.root in p.dependency_lines]
+    bindings += [line.binding() for line in hops[:1]]
     impact = _impact_series(obs, affected or [found.root or ""])
     bindings.append(impact.binding() if impact else None)
     bindings = [b for b in bindings if b]
@@ -170,12 +181,9 @@ def _root_claim(obs: Observations, found: Diagnosis, book: ClaimBook) -> None:
     if alerts:
         bindings.append(alerts[0].binding())
     label = cause.label_en if cause else "unclassified failure"
-    text = f"Root cause ({cause.key if cause else 'unclassified'}): {found.root} — {label}."
-    if affected:
-        text += f" Affected: {', '.join(affected)}."
-    if found.trigger is not None:
-        text += f" It began after: \"{_short(found.trigger.message, 140)}\"."
-    book.add(text, bindings[:8])
+    book.add(RootCause(found.root or "", cause.key if cause else "unclassified", label, ", ".join(affected),
+                       _short(found.trigger.message, 140) if found.trigger is not None else "",
+                       _short(found.fallback_line.message, 160) if found.fallback_line is not None else ""), bindings[:8])
 
 
 def _impact_series(obs: Observations, services: list[str]) -> Series | None:
@@ -209,22 +217,22 @@ def _service_claims(profile: Profile | None, book: ClaimBook) -> None:
     if profile is None:
         return
     for series in profile.anomalies[:3]:
-        book.add(_series_statement(series), [series.binding()], reuse=False)
+        book.add(_series_finding(series), [series.binding()], reuse=False)
     for series in profile.series:
         if series.direction == "changed":
-            book.add(_series_statement(series), [series.binding()], reuse=False)
+            book.add(_series_finding(series), [series.binding()], reuse=False)
     for pattern in _top_patterns(profile):
-        book.add(_pattern_statement(pattern), [pattern.first.binding()], reuse=False)
+        book.add(_pattern_finding(pattern), [pattern.first.binding()], reuse=False)
 
 
-def _healthy_claims(obs: Observations, found: Diagnosis, book: ClaimBook) -> str:
+def _healthy_claims(obs: Observations, found: Diagnosis, book: ClaimBook, conclude: bool = True) -> str:
     services = [s for s in found.symptoms if s in obs.profiles]
     first: list[dict[str, str]] = []
     for service in services:
         profile = obs.profiles[service]
         ordered = sorted(profile.series, key=lambda s: (0 if SYMPTOM_METRIC.search(s.name) else 1, s.index))[:3]
         if ordered:
-            book.add(f"Metrics of {service} stay near baseline: {', '.join(s.name for s in ordered)}.",
+            book.add(HealthyMetrics(service, ", ".join(s.name for s in ordered)),
                      [s.binding() for s in ordered])
             first.append(ordered[0].binding())
         if profile.lines:
@@ -235,17 +243,16 @@ def _healthy_claims(obs: Observations, found: Diagnosis, book: ClaimBook) -> str
                 line = healthy[-1]
                 quiet = "no ERROR or WARN lines" if not warnings else "no ERROR lines"
                 routine = f" ({warnings} routine WARN line{'s' if warnings != 1 else ''})" if warnings else ""
-                book.add(f"Logs of {service}: {quiet} among {len(profile.lines)} lines{routine}; "
-                         f"for example \"{_short(line.message, 100)}\".", [line.binding()])
+                book.add(QuietLogs(service, quiet, str(len(profile.lines)),
+                                   f"{routine}; for example \"{_short(line.message, 100)}\"."), [line.binding()])
                 first.append(line.binding())
         for change in profile.changes[-1:]:
-            book.add(f"Change in {service} at {change.timestamp}: \"{_short(change.message, 140)}\" "
-                     "(no anomaly followed it).", [change.binding()])
-    if first:
+            book.add(Change(service, change.timestamp, f"\"{_short(change.message, 140)}\" (no anomaly followed it)."),
+                     [change.binding()])
+    if first and conclude:
         book.claims.insert(0, {
             "claim_id": "c0", "evidence": first[:2],
-            "statement": f"No anomaly found for {', '.join(services)}: metrics stay near baseline, no error log lines, "
-                         "no firing alert. Nothing wrong was found.",
+            "statement": NothingWrong(", ".join(services)).statement(),
         })
         for i, claim in enumerate(book.claims, start=1):
             claim["claim_id"] = f"c{i}"
@@ -298,7 +305,7 @@ def _runbook_claims(obs: Observations, found: Diagnosis, book: ClaimBook, langua
         if score < 4 or used[key] >= 2 or sum(used.values()) >= 3:
             continue
         used[key] += 1
-        book.add(f"Runbook \"{chunk.title}\" advises: {_short(line, 200)}", [chunk.binding(line)])
+        book.add(RunbookAdvice(chunk.title, _short(line, 200)), [chunk.binding(line)])
     _runbook_mismatch(obs, found, book)
 
 
@@ -319,17 +326,21 @@ def _runbook_mismatch(obs: Observations, found: Diagnosis, book: ClaimBook) -> N
                      if other.matches_text(l) and CAUSES_HEADING.search(h) and not _suspicious(l)), None)
         if flat and line:
             s = flat[0]
-            book.add(f"Runbook \"{chunk.title}\" points to {other.key}, but {s.name} of {s.service} stays near baseline "
-                     f"({_short(s.description, 120)}).", [chunk.binding(line), s.binding()])
+            book.add(RunbookMismatch(chunk.title, other.key, s.name, s.service, f" ({_short(s.description, 120)})."),
+                     [chunk.binding(line), s.binding()])
             return
 
 
 # --------------------------------------------------------------------------- follow-up queries
 
 
-def follow_up_calls(obs: Observations, named: list[str], offered: set[str], question: str) -> list[tuple[str, dict]]:
+def follow_up_calls(obs: Observations, named: list[str], offered: set[str], question: str,
+                    frontier: list[str] | None = None) -> list[tuple[str, dict]]:
     """Where the first results point: a dependency named in errors, the node of a CPU-starved service,
-    the database of a service with database-side symptoms, the services of firing alerts."""
+    the database of a service with database-side symptoms, the services of firing alerts.
+
+    With a ``frontier`` (the services the previous round queried), only the next hop: the leads named by
+    those of them that show trouble themselves (a multi-hop cause)."""
     wanted: list[tuple[str, dict]] = []
     queried = {s.lower() for s in obs.queried}
     services: list[str] = []
@@ -338,11 +349,22 @@ def follow_up_calls(obs: Observations, named: list[str], offered: set[str], ques
         if name and name.lower() not in queried and name not in services:
             services.append(name)
 
+    if frontier is not None:
+        for service in frontier:
+            profile = obs.profiles.get(service)
+            if profile is not None and profile.has_signal:
+                for dep, _n in profile.dependencies.most_common(1):
+                    want_service(dep)
+        hop = [(tool, {"service": s, "limit": LOG_LIMIT} if tool == "query_logs" else {"service": s})
+               for s in services[:1] for tool in ("query_logs", "query_metrics")]
+        return [(tool, args) for tool, args in hop if tool in offered and _canonical(tool, args) not in obs.calls]
+
     symptoms = _named_symptoms(obs, named)
     if not named and not symptoms:
         # No service in the question: follow the one alert it most likely means, not every alert firing.
         for service in alerting_services(obs, question)[:1]:
             want_service(service)
+    # Leads: the dependencies the symptoms' error (or slow) lines name.
     for service in symptoms:
         profile = obs.profiles.get(service)
         if profile is None:
@@ -369,7 +391,8 @@ def follow_up_calls(obs: Observations, named: list[str], offered: set[str], ques
         wanted.append(("query_metrics", {"service": service}))
     causes = [obs.profiles[s].dominant_cause() for s in symptoms if s in obs.profiles]
     cause = next((c for c in causes if c is not None), None)
-    if cause is not None:
+    lookups = sum(1 for call in obs.calls if call.startswith("lookup_knowledge:"))
+    if cause is not None and lookups < 2:
         # Ask for what to do, in the reader's language: remediation sections are what the answer needs.
         action = "处置 处理 建议" if question_language(question) == "zh" else "remediation fix"
         terms = " ".join(dict.fromkeys([*(services[:1] or symptoms[:1]), cause.search, action]))

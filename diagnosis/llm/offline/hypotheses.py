@@ -7,6 +7,8 @@ import re
 from collections import Counter
 from dataclasses import dataclass
 
+from diagnosis.llm.offline.leads import TERMINATION
+from diagnosis.llm.offline.taxonomy import LAST_ERROR
 from diagnosis.llm.offline.lexicon import (
     CAUSES,
     CAUSE_BY_KEY,
@@ -37,6 +39,8 @@ class Diagnosis:
     via: str = ""  # how the root was reached: self | dependency | same-cause | neighbour
     trigger: LogLine | None = None
     nothing_wrong: bool = False
+    undetermined: bool = False  # the question states a symptom the evidence does not explain
+    fallback_line: LogLine | None = None  # the last error before the failure, when no category matched
     neighbour_line: LogLine | None = None
     neighbour_series: Series | None = None
     node_series: Series | None = None
@@ -74,7 +78,10 @@ def diagnose(obs: Observations, named: list[str]) -> Diagnosis:
         return diagnosis
     scope = set(symptoms) | set(obs.queried)
     if not any(obs.profiles[s].has_signal for s in scope if s in obs.profiles):
-        diagnosis.nothing_wrong = True
+        # A question that states a symptom (slow, failing, restarting) never gets "healthy": what the
+        # analyser cannot see is undetermined, with next steps.
+        diagnosis.undetermined = obs.symptom.stated
+        diagnosis.nothing_wrong = not obs.symptom.stated
         return diagnosis
     votes: Counter = Counter()
     reasons: dict[str, tuple[str, Diagnosis]] = {}
@@ -94,8 +101,32 @@ def diagnose(obs: Observations, named: list[str]) -> Diagnosis:
     found.symptoms = symptoms
     if found.cause is None:
         found.cause = _root_cause_category(obs, found, reasons[root][0])
+    if found.cause is None:
+        found.fallback_line = last_error(obs, found)
+        found.cause = LAST_ERROR if found.fallback_line is not None else None
     found.trigger = _trigger(obs, found)
     return found
+
+
+def last_error(obs: Observations, found: Diagnosis) -> LogLine | None:
+    """The generic fallback: the last ERROR/FATAL line of the root before it terminated, else before the
+    symptoms began. An exit notice ("exiting with code 1") is the termination, not its cause."""
+    profile = obs.profiles.get(found.root or "")
+    if profile is None:
+        return None
+    errors = sorted((l for l in profile.lines if l.level in ("ERROR", "FATAL") and l.ts is not None),
+                    key=lambda l: (l.ts, l.tool != "query_logs", l.index))
+    if not errors:
+        return None
+    ends = [l.ts for l in profile.lines if l.ts is not None and TERMINATION.search(l.message)]
+    if ends:
+        reference = max(ends)
+    else:
+        starts = [obs.profiles[s].onset for s in (found.root, *found.symptoms) if s in obs.profiles and obs.profiles[s].onset]
+        reference = (min(starts) if starts else errors[-1].ts) + ONSET_TOLERANCE_S
+    before = [l for l in errors if l.ts <= reference] or errors[:1]
+    causes = [l for l in before if not TERMINATION.search(l.message)]
+    return (causes or before)[-1]
 
 
 def _trace_root(obs: Observations, service: str, symptoms: list[str], depth: int) -> Diagnosis:
@@ -119,6 +150,7 @@ def _trace_root(obs: Observations, service: str, symptoms: list[str], depth: int
         # errors are the echo (stale reads from a lagging replica, a full shared cache).
         echoed = [other for other in obs.profiles.values()
                   if other.service != service and other.service not in symptoms and obs.has(other.service)
+                  and service not in other.dependencies  # a caller that names this service reports it, not causes it
                   and _own_cause_score(other, cause) > 0 and _not_later(other.onset, onset)]
         if echoed:
             first = min(echoed, key=lambda p: p.onset if p.onset is not None else math.inf)

@@ -9,7 +9,7 @@ from datetime import datetime, timezone
 from typing import Any, Mapping
 
 from diagnosis.llm.offline.cause import Cause, _m, _rx
-from diagnosis.llm.offline.taxonomy import BROAD_CAUSES
+from diagnosis.llm.offline.taxonomy import BROAD_CAUSES, LAST_ERROR
 
 MODEL_NAME = "offline-analyser-v1"
 EVIDENCE_VERSION = "executor_evidence_v2"
@@ -170,19 +170,24 @@ CAUSES: tuple[Cause, ...] = (
     ),
 )
 CAUSES = CAUSES + BROAD_CAUSES  # the broad taxonomy ranks after the categories above
-CAUSE_BY_KEY = {cause.key: cause for cause in CAUSES}
+CAUSE_BY_KEY = {cause.key: cause for cause in (*CAUSES, LAST_ERROR)}
 
 # Deploys, config pushes, migrations, scheduling and batch starts: what usually precedes an incident.
 CHANGE_PATTERNS = _rx(
-    # Anchored: a deploy that happened to something ("Deployed x v2", "deployment x rolled out"), never a
-    # framework's start-up banner ("do not use it in a production deployment").
-    r"\brolling update\b", r"\brollout\b", r"\bdeploy(?:ed|ing)\b", r"\bdeploy \S+ v?\d",
+    # Anchored: something was deployed, rolled out, reloaded or flipped ("Deployed x v2", "deployment x rolled
+    # out", "signal 1 (SIGHUP) received, reconfiguring"), never a framework's start-up banner ("do not use it in
+    # a production deployment", "Started App in 4.5 seconds") nor a sentence that merely says "rollout".
+    r"\brolling update\b", r"\brollout (?:started|finished|complete[d]?|restart(?:ed)?|paused|resumed|\d+/\d+)",
+    r"\b(?:successfully )?rolled (?:out|back)\b", r"\bdeploy(?:ed|ing)\b", r"\bdeploy \S+ v?\d",
     r"\bdeployment \S+ (?:rolled|rollout|updated|started|complete|progressing)", r"\bscaled (?:up|down) replica set\b",
     r"\bstarted \S+ v\d", r"\bv\d+\.\d+(?:\.\d+)?\s*->",
     r"\b(?:feature )?flag \S+ (?:set to|changed|flipped|turned (?:on|off)|enabled|disabled)\b",
-    r"\bmigration\b", r"\b(?:drop|create) index\b", r"\balter table\b", r"\bconfig(?:uration)? (?:push|reload|change)",
-    r"\bapplied by\b", r"\bscheduled pod\b", r"\bfeature \S+ enabled\b", r"\b(?:job|batch)\b.*\bstarted\b",
-    r"\bstarted\b.*\b(?:job|batch)\b", r"大事务", r"批量更新", r"发布", r"上线",
+    r"\bmigration \S+ (?:applied|started|complete)|\b(?:applying|applied|running) migrations?\b",
+    r"\b(?:drop|create) index\b", r"\balter table\b", r"\bconfig(?:uration)? (?:push|reload|change)",
+    r"\b(?:configuration|config) (?:file )?reloaded\b|\breloading (?:the )?config(?:uration)?(?: files?)?\b|\breconfiguring\b",
+    r"\bapplied by\b", r"\bscheduled pod\b", r"\bfeature \S+ enabled\b", r"\b(?:job|batch) \S+ started\b",
+    r"\bstarted (?:batch|job) \S+", r"大事务", r"批量更新", r"(?:发布|上线)(?:新)?版本|版本\S{0,12}(?:发布|上线)|灰度发布|全量发布|(?:发布|上线)\s*v\d",
+    r"配置(?:已)?(?:重新加载|重载|热更新)|重新加载配置|功能开关\S{0,20}(?:开启|关闭|打开|切换)",
 )
 # Log text that addresses the reader instead of describing the system: data, never instructions.
 INJECTION_PATTERNS = _rx(

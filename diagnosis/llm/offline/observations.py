@@ -9,6 +9,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
 
+from diagnosis.llm.offline.leads import stated_symptom
 from diagnosis.llm.offline.lexicon import (
     CAUSES,
     CAUSE_BY_KEY,
@@ -168,6 +169,7 @@ class Profile:
     dependency_lines: dict[str, LogLine] = field(default_factory=dict)
     causes: Counter = field(default_factory=Counter)
     onset: float | None = None
+    slow_lines: list[LogLine] = field(default_factory=list)  # lines stating a duration over the threshold
 
     @property
     def anomalies(self) -> list[Series]:
@@ -186,7 +188,12 @@ class Profile:
     def has_signal(self) -> bool:
         """Something is wrong here: a metric moved, errors, warnings of a known failure, or an alert."""
         significant = [p for p in self.problem_patterns if p.level != "WARN" or p.causes]
-        return bool(self.anomalies or significant or self.firing)
+        return bool(self.anomalies or significant or self.firing or self.slow)
+
+    @property
+    def slow(self) -> bool:
+        """Several lines state durations over the threshold: one slow request is not a latency incident."""
+        return len(self.slow_lines) >= SLOW_LINES_MIN
 
     def dominant_cause(self) -> Cause | None:
         if not self.causes:
@@ -221,6 +228,7 @@ def _cause_rank(key: str) -> int:
     return next(i for i, cause in enumerate(CAUSES) if cause.key == key)
 
 
+SLOW_LINES_MIN = 3
 K8S_FAILING_WAIT = frozenset({"CrashLoopBackOff", "ImagePullBackOff", "ErrImagePull", "CreateContainerConfigError",
                               "CreateContainerError", "InvalidImageName", "RunContainerError"})
 
@@ -282,7 +290,8 @@ def kubernetes_lines(inv: str, result: Mapping[str, Any], seen: set) -> list[Log
 class Observations:
     """The successful tool results of a run, parsed once, with per-service profiles."""
 
-    def __init__(self, tool_results: Iterable[Mapping[str, Any]]):
+    def __init__(self, tool_results: Iterable[Mapping[str, Any]], question: str = ""):
+        self.symptom = stated_symptom(question)
         self.lines: list[LogLine] = []
         self.series: list[Series] = []
         self.alerts: list[Alert] = []
@@ -378,7 +387,7 @@ class Observations:
         for profile in self.profiles.values():
             from diagnosis.llm.offline.anomalies import _analyse_profile
 
-            _analyse_profile(profile)
+            _analyse_profile(profile, self.symptom.slow_threshold_s)
 
     def profile(self, service: str) -> Profile:
         if service not in self.profiles:

@@ -98,6 +98,44 @@ BROAD_CAUSES: tuple[Cause, ...] = (
         ("从死锁日志中找出冲突的两个事务，使其按相同顺序加锁。",),
     ),
     Cause(
+        "db_lock_wait", "database lock waits: a transaction holds a lock the others queue behind",
+        "数据库锁等待：某个事务持有锁，其他请求排队等待",
+        _rx(r"still waiting for \w*Lock on", r"Lock wait timeout exceeded", r"Waiting for table metadata lock",
+            r"canceling statement due to lock timeout", r"LockAcquisitionException", r"lock wait timeout",
+            r"Process holding the lock", r"锁等待(?:超时)?", r"等待(?:行|表)?锁"),
+        (_m(r"locks?_wait|lock_waits|row_lock_(?:waits|time)|blocked_(?:queries|sessions)", "up"),),
+        "lock wait blocking transaction idle in transaction pg_locks",
+        ("Find the blocking session (pg_locks / pg_blocking_pids, or SHOW ENGINE INNODB STATUS) and end or commit it.",
+         "Keep maintenance transactions short and take table locks outside peak hours."),
+        ("找出阻塞会话（pg_locks / pg_blocking_pids，或 SHOW ENGINE INNODB STATUS），提交或终止它。",
+         "缩短维护类事务，避免在高峰期持有表锁。"),
+        remote=True,
+    ),
+    Cause(
+        "invalid_config", "invalid configuration (a value or file the service cannot parse or bind)",
+        "配置无效（服务无法解析或绑定的配置值或配置文件）",
+        _rx(r"Failed to bind properties under", r"\[emerg\]", r"invalid (?:configuration|config|value for)",
+            r"(?:could not|cannot|failed to|unable to) (?:parse|load|read) (?:the )?(?:config|configuration|settings)",
+            r"yaml: (?:line \d+|unmarshal errors)", r"configuration file \S+ contains errors", r"unknown (?:directive|setting)",
+            r"ConfigurationException", r"配置\S{0,12}(?:失败|错误|无效|非法|不合法)", r"(?:非法|无效)(?:的)?配置"),
+        (),
+        "invalid configuration parse bind property config file",
+        ("Correct the invalid configuration value (or roll the configuration back) and restart the service.",
+         "Validate configuration before it is rolled out (a schema or a start-up dry run in CI)."),
+        ("修正无效的配置值（或回滚配置）后重启服务。", "在配置发布前进行校验（模式校验或在 CI 中试启动）。"),
+    ),
+    Cause(
+        "credentials_rejected", "credentials rejected (password authentication failed / access denied for the user)",
+        "凭据被拒绝（密码认证失败或用户被拒绝访问）",
+        _rx(r"password authentication failed for user", r"Access denied for user '", r"SASL authentication failed",
+            r"\bNOAUTH Authentication required", r"\bWRONGPASS\b", r"Login failed for user '",
+            r"(?:数据库|连接)\S{0,6}(?:认证|鉴权|身份验证)失败", r"用户名或密码错误"),
+        (),
+        "password authentication failed credentials rotated secret",
+        ("Check that the credentials the service uses match the dependency's (a rotated password or secret not rolled out).",),
+        ("核对服务使用的凭据与依赖服务是否一致（密码或密钥轮换后未同步）。",),
+    ),
+    Cause(
         "db_too_many_connections", "database refuses new connections (too many clients)", "数据库连接数已满（too many connections）",
         _rx(r"sorry, too many clients already", r"remaining connection slots are reserved", r"ER_CON_COUNT_ERROR",
             r"Too many connections"),
@@ -162,3 +200,28 @@ BROAD_CAUSES: tuple[Cause, ...] = (
         ("回退问题出现前的开关或配置变更，确认错误随之消失。",),
     ),
 )
+
+
+# The generic fallback: no category matched, so the last error before the failure is named as the cause.
+# Never matched from text (no patterns), never more than LOW_CONFID.
+LAST_ERROR = Cause(
+    "last_error", "the last error logged before the failure (no known failure pattern matched)",
+    "故障前记录的最后一条错误（未匹配到已知故障模式）",
+    (), (),
+    "error exception failed fatal",
+    ("Read the error quoted above in context (the lines before it, the request it belongs to) and reproduce it.",
+     "Check what changed shortly before it (deploys, configuration, dependencies) and roll back if one lines up.",
+     "Check the dependencies the error names: their logs, metrics and recent changes."),
+    ("结合上下文阅读上面引用的错误（之前的日志、所属请求），并尝试复现。",
+     "检查其发生前不久的变更（发布、配置、依赖），如时间吻合则回滚。",
+     "检查错误中提到的依赖：其日志、指标和近期变更。"),
+)
+# Next steps when no runbook and no category apply: actions are never empty.
+GENERIC_ACTIONS = {
+    "en": ("Read the first ERROR/FATAL lines of the affected service around the symptom onset, in context.",
+           "Compare its error rate, latency and saturation metrics with the hour before.",
+           "List the deploys, configuration and feature-flag changes of the last hours and the dependencies its errors name."),
+    "zh": ("结合上下文查看受影响服务在故障开始前后的第一批 ERROR/FATAL 日志。",
+           "将其错误率、延迟和资源饱和度指标与前一小时进行对比。",
+           "列出最近几小时的发布、配置和功能开关变更，以及错误日志中提到的依赖服务。"),
+}

@@ -1,0 +1,264 @@
+"""Generic reasoning of the offline analyser on real-format log lines: lead following, durations against
+thresholds the question steers, the last-error fallback, anchored change detection, and a symptom-stating
+question that is never answered "healthy". Unit level: observations and hypotheses, no scenario folder."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+
+import pytest
+
+from diagnosis.llm.offline.claims import follow_up_calls
+from diagnosis.llm.offline.hypotheses import diagnose
+from diagnosis.llm.offline.leads import duration_s, leads_in, stated_symptom
+from diagnosis.llm.offline.lexicon import CHANGE_PATTERNS
+from diagnosis.llm.offline.observations import Observations
+from diagnosis.llm.offline.taxonomy import LAST_ERROR
+
+NOW = datetime(2026, 11, 30, 11, 0, tzinfo=timezone.utc)
+TOOLS = {"query_logs", "query_metrics", "lookup_knowledge", "query_alerts"}
+
+
+def _at(offset: int) -> str:
+    return (NOW + timedelta(seconds=offset)).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def logs(service: str, lines: list[tuple[int, str, str]], inv: str = "inv-00000001") -> dict:
+    return {"tool_name": "query_logs", "arguments": {"service": service, "limit": 200}, "status": "SUCCESS",
+            "invocation_id": inv, "result": {"records": [
+                {"timestamp": _at(off), "service": service, "level": level, "message": message}
+                for off, level, message in lines]}}
+
+
+def metric(service: str, name: str, values: list[float], inv: str = "inv-00000002") -> dict:
+    start = -60 * (len(values) - 1)
+    points = [[(NOW + timedelta(seconds=start + 60 * i)).timestamp(), v] for i, v in enumerate(values)]
+    return {"tool_name": "query_metrics", "arguments": {"service": service}, "status": "SUCCESS", "invocation_id": inv,
+            "result": {"series": [{"labels": {"__name__": name, "service": service}, "values": points,
+                                   "description": f'{name}{{service="{service}"}} last {values[-1]}'}]}}
+
+
+def flat(value: float) -> list[float]:
+    return [value] * 60
+
+
+def step(before: float, after: float, at: int = 40) -> list[float]:
+    return [before] * at + [after] * (60 - at)
+
+
+# --------------------------------------------------------------------------- leads
+
+
+@pytest.mark.parametrize(("message", "own", "expected"), [
+    # Go net/http, through the cluster resolver: the resolver is the lead, not the name looked up
+    ('Get "https://maps-provider.internal/v2/geocode": dial tcp: lookup maps-provider.internal on 10.96.0.10:53: '
+     "server misbehaving", "geo-service", ["coredns"]),
+    # nginx error log: the upstream's Kubernetes service DNS name
+    ('upstream timed out (110: Connection timed out) while reading response header from upstream, client: 10.0.4.2, '
+     'server: shop.example.com, request: "POST /api/orders HTTP/1.1", upstream: '
+     '"http://order-api.shop.svc.cluster.local:8080/api/orders", host: "shop.example.com"', "storefront", ["order-api"]),
+    # JDBC URL in a Spring Boot error
+    ("Failed to obtain JDBC Connection from jdbc:mysql://orders-mysql:3306/orders?useSSL=false", "order-api",
+     ["orders-mysql"]),
+    # zap JSON field with host:port
+    ('{"level":"info","msg":"quote computed","db":"billing-pg:5432","duration":"7.8s"}', "quote-api", ["billing-pg"]),
+    # an OIDC issuer URL
+    ('token validation failed: issuer "https://auth-idp.corp.internal/realms/prod" unreachable', "portal-api",
+     ["auth-idp"]),
+    # no lead: Java source positions, public hosts, the service itself
+    ("at com.shop.order.OrderService.place(OrderService.java:88)", "order-api", []),
+    ("POST https://api.stripe.com/v1/charges failed: 502", "pay-api", []),
+    ("order-api:8080 is listening", "order-api", []),
+])
+def test_leads_are_read_from_real_log_lines(message, own, expected):
+    dns = "lookup" in message
+    assert [lead.service for lead in leads_in(message, own, dns_failure=dns)] == expected
+
+
+def test_a_dns_failure_is_followed_to_the_resolver_and_pinned_there():
+    caller = logs("geo-service", [(-1100 + 40 * i, "ERROR",
+                                   'Get "https://maps.internal/v2": dial tcp: lookup maps.internal on 10.96.0.10:53: '
+                                   "server misbehaving") for i in range(20)])
+    first = Observations([caller], "Why is geo-service failing?")
+    calls = follow_up_calls(first, ["geo-service"], TOOLS, "Why is geo-service failing?")
+    assert ("query_logs", {"service": "coredns", "limit": 200}) in calls
+    resolver = logs("coredns", [(-1110 + 40 * i, "ERROR", "[ERROR] plugin/errors: 2 maps.internal. A: read udp "
+                                 "10.244.0.5:40112->10.20.0.2:53: i/o timeout") for i in range(20)], inv="inv-00000003")
+    servfail = metric("coredns", "coredns_forward_responses_servfail_total_rate", step(0.0, 4.0, 41), inv="inv-00000004")
+    found = diagnose(Observations([caller, resolver, servfail], "Why is geo-service failing?"), ["geo-service"])
+    assert (found.root, found.via, found.cause.key) == ("coredns", "dependency", "dns_failure")
+
+
+def test_without_the_resolver_evidence_the_reporter_is_not_blamed_on_a_lead_it_did_not_query():
+    caller = logs("geo-service", [(-600, "ERROR", "dial tcp: lookup maps.internal on 10.96.0.10:53: no such host")])
+    found = diagnose(Observations([caller], "Why is geo-service failing?"), ["geo-service"])
+    assert found.root == "geo-service"  # nothing else was seen: the caller, with the DNS category
+    assert found.cause.key == "dns_failure"
+
+
+def test_the_next_hop_is_only_the_lead_of_a_dependency_that_shows_trouble():
+    gateway = logs("edge", [(-900, "ERROR", 'upstream timed out (110: Connection timed out), upstream: '
+                                           '"http://order-api.shop.svc:8080/api"')])
+    api = logs("order-api", [(-950, "ERROR", "Failed to obtain JDBC Connection from jdbc:mysql://orders-mysql:3306/o")],
+               inv="inv-00000005")
+    obs = Observations([gateway, api], "Why is edge failing?")
+    assert follow_up_calls(obs, ["edge"], TOOLS, "", frontier=["order-api"]) == [
+        ("query_logs", {"service": "orders-mysql", "limit": 200}), ("query_metrics", {"service": "orders-mysql"})]
+    quiet = logs("order-api", [(-950, "INFO", "Order ORD-1 created via jdbc:mysql://orders-mysql:3306/o")], inv="inv-00000006")
+    assert follow_up_calls(Observations([gateway, quiet], ""), ["edge"], TOOLS, "", frontier=["order-api"]) == []
+
+
+# --------------------------------------------------------------------------- durations and thresholds
+
+
+@pytest.mark.parametrize(("message", "seconds"), [
+    ("Database call completed in 10.01 s", 10.01),
+    ('{"level":"info","msg":"quote computed","duration":"7.8s"}', 7.8),
+    ("2026-11-30 10:05:12.441 UTC [5120] LOG:  duration: 8841.227 ms  statement: SELECT 1", 8.841227),
+    ('{"msg":"geocode ok","latency_ms":80}', 0.08),
+    ("积分查询完成 userId=12345 耗时=12ms", 0.012),
+    ("Rendered invoice INV-2026-118812 (3 pages) in 11.87 s", 11.87),
+    ("GET /api/orders 200", None),
+    ("retried after 3 attempts", None),
+])
+def test_durations_written_in_log_lines_are_read_in_seconds(message, seconds):
+    found = duration_s(message)
+    assert (found is None and seconds is None) or found == pytest.approx(seconds)
+
+
+def _slow_service(seconds: float) -> dict:
+    return logs("ledger-api", [(-1800 + 60 * i, "INFO", f"Database call completed in {seconds:.2f} s") for i in range(30)])
+
+
+def test_an_absolute_threshold_flags_info_lines_even_without_a_stated_symptom():
+    obs = Observations([_slow_service(10.01)], "Is ledger-api healthy?")
+    assert obs.profiles["ledger-api"].slow and obs.profiles["ledger-api"].has_signal
+
+
+def test_a_stated_latency_symptom_lowers_the_threshold():
+    two_seconds = _slow_service(2.0)
+    assert not Observations([two_seconds], "Is ledger-api healthy?").profiles["ledger-api"].slow
+    assert Observations([two_seconds], "Why is ledger-api so slow?").profiles["ledger-api"].slow
+    assert not Observations([_slow_service(0.3)], "Why is ledger-api so slow?").profiles["ledger-api"].slow
+
+
+@pytest.mark.parametrize("message", ["Started OrderApplication in 4.512 seconds (process running for 5.1)",
+                                     "connection to redis-cache:6379 lost, retrying in 5 s",
+                                     "next run in 10 minutes", "session token expires in 300 s"])
+def test_start_up_times_back_offs_and_schedules_are_not_slow_work(message):
+    lines = logs("ledger-api", [(-1800 + 60 * i, "INFO", message) for i in range(30)])
+    assert not Observations([lines], "Why is ledger-api so slow?").profiles["ledger-api"].slow
+
+
+def test_a_slow_caller_is_traced_to_the_database_its_slow_lines_name():
+    caller = logs("quote-api", [(-1500 + 70 * i, "INFO", f'{{"msg":"quote computed","db":"rates-pg:5432","duration":"{8 + i % 2}.1s"}}')
+                                for i in range(20)])
+    db = logs("rates-pg", [(-1510 + 140 * i, "INFO", f"[51{i:02d}] LOG:  process 51{i:02d} still waiting for ShareLock on "
+                                                    "transaction 884213 after 1000.052 ms") for i in range(10)], inv="inv-00000007")
+    locks = metric("rates-pg", "pg_locks_waiting", step(0.0, 12.0, 35), inv="inv-00000008")
+    found = diagnose(Observations([caller, db, locks], "Why is quote-api slow?"), ["quote-api"])
+    assert (found.root, found.cause.key) == ("rates-pg", "db_lock_wait")
+
+
+def test_a_symptom_stating_question_is_never_answered_healthy():
+    quiet = [logs("cart-api", [(-60 * i, "INFO", "GET /cart 200 in 12 ms") for i in range(30)]),
+             metric("cart-api", "http_server_errors_ratio", flat(0.002))]
+    assert diagnose(Observations(quiet, "Is cart-api healthy?"), ["cart-api"]).nothing_wrong
+    slow = diagnose(Observations(quiet, "Why is cart-api so slow?"), ["cart-api"])
+    assert slow.undetermined and not slow.nothing_wrong
+    assert stated_symptom("cart-api 为什么一直报错？").failure and not stated_symptom("cart-api 正常吗？").stated
+    assert stated_symptom("What is wrong with cart-api?").failure and stated_symptom("cart-api 出了什么问题？").failure
+    assert not stated_symptom("Is anything wrong with cart-api right now?").stated
+
+
+# --------------------------------------------------------------------------- the generic fallback
+
+
+def test_the_last_error_before_the_termination_is_named_when_no_category_matches():
+    lines = [(-700, "INFO", "Starting worker 2.4.0"), (-690, "ERROR", "unexpected token in report template header.tpl"),
+             (-680, "ERROR", "render pipeline aborted: 3 templates failed"), (-679, "FATAL", "worker exiting with status 2"),
+             (-300, "INFO", "Starting worker 2.4.0"), (-290, "ERROR", "unexpected token in report template footer.tpl"),
+             (-289, "FATAL", "worker exiting with status 2")]
+    found = diagnose(Observations([logs("report-worker", lines)], "Why does report-worker keep failing?"), ["report-worker"])
+    assert found.cause is LAST_ERROR
+    assert found.fallback_line.message == "unexpected token in report template footer.tpl"
+
+
+def test_without_a_termination_the_last_error_up_to_the_symptom_onset_is_named():
+    lines = [(-900, "INFO", "sync started"), (-800, "ERROR", "upstream answered with an empty body for page 7"),
+             (-100, "ERROR", "could not write checkpoint, will retry")]
+    errors = metric("feed-sync", "sync_failures_total_rate", step(0.0, 3.0, 46))
+    found = diagnose(Observations([logs("feed-sync", lines), errors], "Why is feed-sync failing?"), ["feed-sync"])
+    assert found.cause is LAST_ERROR
+    assert found.fallback_line.message == "upstream answered with an empty body for page 7"
+
+
+def test_a_recognised_category_wins_over_the_fallback():
+    lines = [(-300, "ERROR", 'FATAL:  password authentication failed for user "exporter"'),
+             (-299, "FATAL", "exiting with code 1")]
+    found = diagnose(Observations([logs("export-job", lines)], "Why did export-job fail?"), ["export-job"])
+    assert found.cause.key == "credentials_rejected" and found.fallback_line is None
+
+
+# --------------------------------------------------------------------------- anchored change detection
+
+
+def _is_change(text: str) -> bool:
+    return any(p.search(text) for p in CHANGE_PATTERNS)
+
+
+@pytest.mark.parametrize("text", [
+    "2026/11/30 10:20:01 [notice] 1#1: signal 1 (SIGHUP) received from 2301, reconfiguring",
+    "LOG:  received SIGHUP, reloading configuration files",
+    'deployment "order-api" successfully rolled out',
+    "Feature flag 'pdf.embed_full_fonts' changed from off to on (by release-bot)",
+    "Applying migration 0042_add_index... OK",
+    "配置已重新加载", "发布新版本 v2.3.1",
+])
+def test_reloads_rollouts_flag_flips_and_migrations_are_changes(text):
+    assert _is_change(text)
+
+
+@pytest.mark.parametrize("text", [
+    "Started OrderApplication in 4.512 seconds (process running for 5.1)",
+    "Tomcat started on port 8080 (http) with context path ''",
+    "[2026-11-30 10:20:02 +0000] [1] [INFO] Listening at: http://0.0.0.0:8000 (1)",
+    "Rollout of the new UI is described at https://wiki.example.com/ui",
+    "batch of 500 records started processing",
+    "发布消息到 topic orders 成功", "上线用户数 1203",
+])
+def test_start_up_lines_and_words_that_merely_mention_a_release_are_not_changes(text):
+    assert not _is_change(text)
+
+
+def test_a_start_up_banner_does_not_become_the_trigger_of_an_incident():
+    lines = [(-2000, "WARN", "WARNING: This is a development server. Do not use it in a production deployment."),
+             (-1990, "INFO", "Started OrderApplication in 4.512 seconds (process running for 5.1)")]
+    lines += [(-1500 + 60 * i, "ERROR", "Connection refused: connect to 10.0.0.9:6379") for i in range(10)]
+    found = diagnose(Observations([logs("order-api", lines)], "Why is order-api failing?"), ["order-api"])
+    assert found.trigger is None
+
+
+# --------------------------------------------------------------------------- alert analysis and Kubernetes
+
+
+def _aiops_first_round(alerts: list[dict]) -> list[tuple[str, dict]]:
+    from diagnosis.llm.base import ChatRequest
+    from diagnosis.llm.offline import OfflineAnalyser
+    from diagnosis.tools.registry import openai_tool_specs
+
+    reply = OfflineAnalyser().complete(ChatRequest(
+        role="aiops", messages=[{"role": "user", "content": "execute"}], tools=openai_tool_specs(),
+        structured_input={"phase": "execute", "language": "en", "alerts": alerts, "tool_budget": 6,
+                          "task": {"task_id": "t1", "service": "points-api", "alert_ids": ["a1"]}}))
+    return [(c.name, c.arguments) for c in reply.tool_calls]
+
+
+def test_an_alert_naming_a_pod_makes_the_alert_analysis_read_its_kubernetes_state():
+    alert = {"alert_id": "a1", "labels": {"alertname": "KubePodCrashLooping", "service": "points-api", "severity": "critical",
+                                          "namespace": "loyalty", "pod": "points-api-5c8d7b9f4-x7kqp", "job": "kube-state-metrics"},
+             "annotations": {"summary": "Pod is crash looping"}, "state": "firing"}
+    calls = _aiops_first_round([alert])
+    assert ("query_kubernetes", {"kind": "pod", "name": "points-api-5c8d7b9f4-x7kqp", "namespace": "loyalty"}) in calls
+    plain = {**alert, "labels": {k: v for k, v in alert["labels"].items() if k not in ("pod", "namespace")}}
+    assert not [c for c in _aiops_first_round([plain]) if c[0] == "query_kubernetes"]  # `job` is the scrape job
