@@ -478,3 +478,16 @@ def build_diagnosis_topology(nodes: DiagnosisNodes | Mapping[str, Port]) -> Stat
 def build_diagnosis_graph(nodes: DiagnosisNodes | Mapping[str, Port]) -> CompiledGraph:
     """The compiled diagnosis graph, recursion limit 32."""
     return build_diagnosis_topology(nodes).compile(recursion_limit=DIAGNOSIS_RECURSION_LIMIT)
+
+
+def _unbound(name: str) -> Port:
+    def port(state, config):
+        raise GraphError(f"Node port {name!r} is unbound: this graph describes the topology, it does not run")
+
+    return port
+
+
+def describe_diagnosis_topology() -> dict[str, Any]:
+    """The compiled diagnosis graph as plain data (``CompiledGraph.describe()``), for drawing it."""
+    described = build_diagnosis_graph({name: _unbound(name) for name in N.ALL}).describe()
+    return {**described, "title": "Diagnosis topology"}
