@@ -82,7 +82,12 @@ class Layout:
             return toward, facing
         outward = abs(t.column) > abs(s.column)
         if back:
-            return (toward, "bottom") if outward else ("top", facing)
+            if outward:
+                return toward, "bottom"
+            between = any(b.column == s.column and t.rank < b.rank < s.rank for b in self.boxes.values())
+            if between:  # a box above in its own column: leave by the outer side and loop round it
+                return ("right" if s.column > 0 else "left"), facing
+            return "top", facing
         return (toward, "top") if outward else ("bottom", facing)
 
 
@@ -172,14 +177,16 @@ def layered_layout(topology: Mapping[str, Any]) -> Layout:
     occupied: set[tuple[int, int]] = {(0, rank[n]) for n in spine}
     side_order = [1, -1, 2, -2, 3, -3]
     for node in sorted((n for n in order if n not in column), key=lambda n: (rank[n], order.index(n))):
-        placed = [rank[m] for m in incoming[node] + out.get(node, []) if m in column and m != node]
-        low = min([*placed, rank[node]])
-        high = max([*placed, rank[node]])
+        neighbours = [m for m in incoming[node] + out.get(node, []) if m in column and m != node]
+        low = min([rank[m] for m in neighbours] + [rank[node]])
+        high = max([rank[m] for m in neighbours] + [rank[node]])
+        own = {(column[m], rank[m]) for m in neighbours}
 
-        def cost(col: int) -> tuple[int, int]:
+        def cost(col: int) -> tuple[int, int, int]:
             blocked = (col, rank[node]) in occupied
-            crossings = sum(1 for r in range(low, high + 1) if (col, r) in occupied)
-            return (1 if blocked else 0, crossings)
+            crossings = sum(1 for r in range(low, high + 1) if (col, r) in occupied and (col, r) not in own)
+            distance = sum(abs(col - column[m]) for m in neighbours)
+            return (1 if blocked else 0, crossings, distance)
 
         best = min(side_order, key=lambda col: (cost(col), side_order.index(col)))
         column[node] = best

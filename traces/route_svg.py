@@ -1,4 +1,4 @@
-"""The route a run took, drawn server-side as an SVG over the diagnosis topology (no JS, no CDN).
+"""The route a run took, drawn server-side as an SVG over its topology (no JS, no CDN).
 
 Every node and edge of the topology is drawn; the nodes and transitions of the stored
 ``stategraph-v1`` orchestration trace are highlighted, numbered in order and annotated with
@@ -9,11 +9,13 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any
 
 from django.utils.html import escape
 from django.utils.safestring import SafeString, mark_safe
 
+from diagnosis.graph.aiops_topology import describe_aiops_topology
 from diagnosis.graph.engine import END, START
 from diagnosis.graph.topology import describe_diagnosis_topology
 from diagnosis.graph.trace import TRACE_END
@@ -25,9 +27,21 @@ TERMINAL_LABELS = {START: "start", END: "end"}
 FALLBACK_ROUTE = "fallback"
 
 
+@lru_cache(maxsize=1)
 def diagnosis_topology() -> dict[str, Any]:
     """The chat diagnosis graph's nodes and edges as plain data, from the compiled graph."""
     return describe_diagnosis_topology()
+
+
+@lru_cache(maxsize=1)
+def aiops_topology() -> dict[str, Any]:
+    """The alert-analysis graph's nodes and edges as plain data, from the compiled graph."""
+    return describe_aiops_topology()
+
+
+def topology_for(flow: str) -> dict[str, Any]:
+    """The topology a run of this agent flow ran on (``AI_OPS``: alert analysis; otherwise diagnosis)."""
+    return aiops_topology() if flow == "AI_OPS" else diagnosis_topology()
 
 
 def fallback_nodes(topology: dict[str, Any]) -> set[str]:
