@@ -342,5 +342,7 @@ def outcome_of(state: Mapping[str, Any], *, max_rounds: int) -> AiOpsOutcome:
         rounds=state.get(K.ROUND) or 0, max_rounds=max_rounds, termination_reason=state.get(K.TERMINATION) or "",
         fallback_used=fallback_reason is not None, fallback_reason=fallback_reason,
         report_check=state.get(K.REPORT_CHECK),
-        orchestration_trace=build_orchestration_trace(state.get(K.ORCHESTRATION_EVENTS), state, ended=True),
+        # degraded as the run is: a supervisor fault or an unreadable intake also degrade a checked report
+        orchestration_trace=build_orchestration_trace(state.get(K.ORCHESTRATION_EVENTS), {**state, K.DEGRADED: degraded},
+                                                      ended=True),
     )

@@ -193,6 +193,7 @@ def test_a_planner_fault_degrades_the_run_even_when_the_reporter_answers(alice_a
     assert "| PaymentServiceHighErrorRate |" in run.answer
     # a 400 is not retried: one planner call, one reporter call
     assert [r.role for r in openai_llm.requests] == ["aiops", "aiops"] and len(openai_llm.requests) == 2
+    assert run.orchestration_trace["degraded"] is True  # as the run is, though no fallback wrote the report
     hops = [(t["from"], t["to"], t["reason_code"]) for t in run.orchestration_trace["transitions"]]
     assert hops[1:3] == [("aiops_planner", "aiops_reporter", "non_retryable_failed"),
                          ("aiops_reporter", "aiops_report_check", "report_written")]
