@@ -49,7 +49,11 @@ Port = Callable[[Mapping[str, Any], RunConfig], "Mapping[str, Any] | None"]
 
 
 class Route:
-    """Route keys returned by the routers; they label the conditional edges in the rendering."""
+    """Route keys returned by the routers; they label the conditional edges in the rendering.
+
+    The first route of each routing table is the node's main route: the console draws the chain of
+    first routes from START to END down the middle (traces/route_layout.py).
+    """
 
     COMPLETED = "COMPLETED"
     TECHNICAL_RETRY = "technical_retry"

@@ -8,7 +8,7 @@ import xml.etree.ElementTree as ET
 from diagnosis.graph.engine import END, START
 from diagnosis.graph.state import NodeName
 from diagnosis.graph.topology import COMPOSER_ROUTES, build_diagnosis_topology
-from traces.route_svg import diagnosis_topology, render_route_svg
+from traces.route_svg import aiops_topology, diagnosis_topology, render_route_svg
 from tests.console.scenarios import EVIDENCE_RETRY_ROUTE, FALLBACK_ROUTE, HAPPY_ROUTE, orchestration_trace
 
 SVG = "{http://www.w3.org/2000/svg}"
@@ -143,6 +143,22 @@ def test_the_drawing_is_self_contained():
 def test_the_layout_keeps_every_box_apart_and_inside_the_drawing():
     Drawing(None).assert_boxes_apart_and_inside()
     Drawing(orchestration_trace(EVIDENCE_RETRY_ROUTE)).assert_boxes_apart_and_inside()
+    Drawing(None, aiops_topology()).assert_boxes_apart_and_inside()
+
+
+def test_the_alert_analysis_topology_is_drawn_from_its_compiled_graph_with_its_main_route_down_the_middle():
+    topology = aiops_topology()
+    drawing = Drawing(None, topology)
+    assert set(drawing.nodes) == {n["id"] for n in topology["nodes"]}
+    assert set(drawing.edges) == {(e["source"], e["target"]) for e in topology["edges"]}
+    spine = [START, "aiops_intake", "aiops_planner", "aiops_reporter", "aiops_report_check", END]
+    centres = {round((drawing.box(n)[0] + drawing.box(n)[2]) / 2) for n in spine}
+    assert len(centres) == 1  # the first route of every routing table, straight down
+    tops = [drawing.box(n)[1] for n in spine]
+    assert tops == sorted(tops)
+    for side in ("aiops_executor", "aiops_gatekeeper", "aiops_fallback"):
+        assert round((drawing.box(side)[0] + drawing.box(side)[2]) / 2) not in centres
+    assert "Alert-analysis topology" in drawing.markup
 
 
 def _port(state, config):
