@@ -4,6 +4,8 @@ the supervisor's and the reporter's technical-retry caps, and the recursion limi
 from __future__ import annotations
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from diagnosis.graph.aiops_topology import (
     MAX_ROUNDS_LIMIT, AiOpsNodes, AiOpsPortContractError, Decision, Route, aiops_recursion_limit, build_aiops_graph,
@@ -14,6 +16,7 @@ from diagnosis.graph.aiops_topology import AiOpsKey as K
 from diagnosis.graph.aiops_topology import AiOpsNode as N
 from diagnosis.graph.engine import END, GraphRecursionError, NodeExecutionError, RunConfig
 from diagnosis.graph.trace import build_orchestration_trace
+from tests.support.hypo import examples
 
 # --------------------------------------------------------------------------- decisions, branch by branch
 
@@ -237,3 +240,44 @@ def test_the_described_topology_has_every_node_and_route():
     edges = {(e["source"], e["target"], e["label"]) for e in topology["edges"]}
     assert (N.SUPERVISOR, N.SUPERVISOR, "technical_retry") in edges and (N.REPORTER, N.FALLBACK, "fallback") in edges
     assert (N.GATEKEEPER, N.SUPERVISOR, None) in edges and (N.REPORT_CHECK, END, "checked") in edges
+
+
+# --------------------------------------------------------------------------- whatever the ports report
+
+ANY = st.sampled_from(["COMPLETED", "INVALID_OUTPUT", "RETRYABLE_FAILED", "NON_RETRYABLE_FAILED", "TOOL_BLOCKED",
+                       "FAILED", None, "BOGUS"])
+SUPERVISOR_OUTPUTS = st.one_of(
+    st.sampled_from([EXECUTE, PLAN, FINISH, INVALID]),
+    st.builds(lambda status, choice: {K.SUPERVISOR_STATUS: status, K.DECISION: {"decision": choice}},
+              ANY, st.sampled_from(["PLAN", "EXECUTE", "FINISH", "STOP", "MAYBE", None])),
+)
+EXECUTOR_OUTPUTS = st.builds(lambda status: {K.EXECUTOR_STATUS: status, K.TASK_OUTPUT: {"claims": []}}, ANY)
+REPORTER_OUTPUTS = st.builds(lambda status: {K.REPORTER_STATUS: status, K.REPORT_MARKDOWN: "r"}, ANY)
+CHECK_OUTPUTS = st.builds(lambda status, answer: {K.REPORT_STATUS: status, K.FINAL_ANSWER: answer},
+                          st.sampled_from(["checked", "emptied", None]), st.sampled_from(["report", "", None]))
+EDGES = {(e["source"], e["target"]) for e in describe_aiops_topology()["edges"]}
+
+
+def scripted(outputs):
+    return st.lists(outputs, min_size=1, max_size=8)
+
+
+@settings(max_examples=examples(300), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(scripted(SUPERVISOR_OUTPUTS), scripted(EXECUTOR_OUTPUTS), scripted(REPORTER_OUTPUTS), scripted(CHECK_OUTPUTS),
+       st.integers(min_value=1, max_value=5))
+def test_any_sequence_of_port_outcomes_ends_with_a_report_within_every_bound(supervisor, executor, reporter, check,
+                                                                            max_rounds):
+    ports = Ports(supervisor=supervisor, executor=executor, reporter=reporter, report_check=check)
+    final, nodes = run(ports, max_rounds=max_rounds)
+
+    assert nodes[-1] in (N.REPORT_CHECK, N.FALLBACK) and final[K.FINAL_ANSWER]
+    assert len(nodes) <= aiops_recursion_limit(max_rounds)
+    assert (nodes[-1] == N.FALLBACK) == (final[K.DEGRADED] is True)
+    calls = ports.names()
+    assert final[K.ROUND] <= max_rounds and len(final[K.DECISIONS]) <= max_rounds
+    assert calls.count("supervisor") <= 2 * max_rounds and calls.count("reporter") <= 2
+    assert calls.count("gatekeeper") <= calls.count("executor") <= max_rounds
+    trace = build_orchestration_trace(final[K.ORCHESTRATION_EVENTS], final, ended=True)
+    assert [t["from"] for t in trace["transitions"]] == nodes
+    for t in trace["transitions"]:
+        assert (t["from"], END if t["to"] == "END" else t["to"]) in EDGES and t["attempt"] in (1, 2)
