@@ -132,6 +132,8 @@ def _curve(p1, side1, p2, side2) -> tuple[str, tuple[float, float]]:
     (x1, y1), (x2, y2) = p1, p2
     distance = ((x2 - x1) ** 2 + (y2 - y1) ** 2) ** 0.5
     k = max(18.0, distance / 2.6)
+    if side1 == side2 and side1 in ("left", "right"):  # a loop round: clear the boxes between its ends
+        k = max(k, abs(x1 - x2) / 2 + 50)
     d1, d2 = _DIRECTIONS[side1], _DIRECTIONS[side2]
     c1 = (x1 + d1[0] * k, y1 + d1[1] * k)
     c2 = (x2 + d2[0] * k, y2 + d2[1] * k)
