@@ -89,6 +89,8 @@ class DiagnosisRun(models.Model):
     # A replay re-runs a recorded run on the evidence it saw (diagnosis.services.replay).
     replay_of = models.ForeignKey("self", on_delete=models.SET_NULL, null=True, blank=True, related_name="replays")
     replay_options = models.JSONField(null=True, blank=True)
+    # What the run analyses besides its question: an alert analysis's normalised alerts (AI_OPS only).
+    input = models.JSONField(null=True, blank=True)
 
     created_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)

@@ -1,4 +1,4 @@
-"""The route a run took, drawn server-side as an SVG over the diagnosis topology (no JS, no CDN).
+"""The route a run took, drawn server-side as an SVG over its topology (no JS, no CDN).
 
 Every node and edge of the topology is drawn; the nodes and transitions of the stored
 ``stategraph-v1`` orchestration trace are highlighted, numbered in order and annotated with
@@ -15,54 +15,38 @@ from typing import Any
 from django.utils.html import escape
 from django.utils.safestring import SafeString, mark_safe
 
+from diagnosis.graph.aiops_topology import describe_aiops_topology
 from diagnosis.graph.engine import END, START
-from diagnosis.graph.state import NodeName as N
-from diagnosis.graph.topology import build_diagnosis_topology
+from diagnosis.graph.topology import describe_diagnosis_topology
 from diagnosis.graph.trace import TRACE_END
+from traces.route_layout import Box, layered_layout
 
-NODE_W, NODE_H = 150, 44
-TERMINAL_W, TERMINAL_H = 72, 28
-SIDE_W = 128
-FALLBACK_H = 84
-WIDTH = 560
-CENTER_X, FALLBACK_X, RIGHT_X = 282, 78, 478
-ROW = 82
-TOP = 26
-
-# Hand-placed diagnosis layout: the happy path runs down the middle, the evidence-retry loop on the
-# right and the fallback on the left; any node this table does not know goes down the right column.
-LAYOUT: dict[str, tuple[float, float]] = {
-    START: (CENTER_X, TOP),
-    N.PLANNER: (CENTER_X, TOP + ROW),
-    N.EXECUTOR: (CENTER_X, TOP + 2 * ROW),
-    N.GATEKEEPER: (CENTER_X, TOP + 3 * ROW),
-    N.VERIFIED_INPUT: (CENTER_X, TOP + 4 * ROW),
-    N.VERIFIER: (CENTER_X, TOP + 5 * ROW),
-    N.COMPOSER: (CENTER_X, TOP + 6 * ROW),
-    END: (CENTER_X, TOP + 7 * ROW),
-    N.EVIDENCE_RETRY: (RIGHT_X, TOP + 3 * ROW),
-    N.FALLBACK: (FALLBACK_X, TOP + 4 * ROW),
-}
-# (source port, target port) for edges whose shape the generic rule would get wrong.
-PORTS: dict[tuple[str, str], tuple[str, str]] = {
-    (N.VERIFIER, N.EVIDENCE_RETRY): ("right", "bottom"),
-    (N.EVIDENCE_RETRY, N.PLANNER): ("top", "right"),
-    (N.FALLBACK, END): ("bottom", "left"),
-}
 # Route keys shortened for display; the full keys stay in the edge's tooltip.
 SHORT_LABELS = {"LOW_CONFID_with_binding": "LOW_CONFID+binding", "technical_retry": "retry"}
 TERMINAL_LABELS = {START: "start", END: "end"}
+FALLBACK_ROUTE = "fallback"
 
 
 @lru_cache(maxsize=1)
 def diagnosis_topology() -> dict[str, Any]:
-    """The diagnosis graph's nodes and edges as plain data (ports are dummies: only the shape matters)."""
+    """The chat diagnosis graph's nodes and edges as plain data, from the compiled graph."""
+    return describe_diagnosis_topology()
 
-    def dummy(state, config):
-        return None
 
-    graph = build_diagnosis_topology({name: dummy for name in N.ALL}).compile()
-    return graph.describe()
+@lru_cache(maxsize=1)
+def aiops_topology() -> dict[str, Any]:
+    """The alert-analysis graph's nodes and edges as plain data, from the compiled graph."""
+    return describe_aiops_topology()
+
+
+def topology_for(flow: str) -> dict[str, Any]:
+    """The topology a run of this agent flow ran on (``AI_OPS``: alert analysis; otherwise diagnosis)."""
+    return aiops_topology() if flow == "AI_OPS" else diagnosis_topology()
+
+
+def fallback_nodes(topology: dict[str, Any]) -> set[str]:
+    """The nodes an edge labelled with the fallback route leads to (drawn amber when reached)."""
+    return {e["target"] for e in topology["edges"] if e.get("label") == FALLBACK_ROUTE and e["target"] != END}
 
 
 @dataclass
@@ -97,7 +81,7 @@ def _int(value: Any, default: int = 1) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) else default
 
 
-def summarise_route(trace: dict[str, Any] | None, entry: str = N.PLANNER) -> RouteSummary | None:
+def summarise_route(trace: dict[str, Any] | None, entry: str = "planner") -> RouteSummary | None:
     """Visits, max attempts and numbered traversals of a parsed trace; None without a trace."""
     if not isinstance(trace, dict):
         return None
@@ -128,66 +112,7 @@ def summarise_route(trace: dict[str, Any] | None, entry: str = N.PLANNER) -> Rou
 # --------------------------------------------------------------------------- geometry
 
 
-@dataclass
-class Box:
-    node: str
-    kind: str  # start | end | node
-    cx: float
-    cy: float
-    w: float
-    h: float
-
-    @property
-    def left(self) -> float:
-        return self.cx - self.w / 2
-
-    @property
-    def right(self) -> float:
-        return self.cx + self.w / 2
-
-    @property
-    def top(self) -> float:
-        return self.cy - self.h / 2
-
-    @property
-    def bottom(self) -> float:
-        return self.cy + self.h / 2
-
-
 _DIRECTIONS = {"top": (0, -1), "bottom": (0, 1), "left": (-1, 0), "right": (1, 0)}
-
-
-def _layout(node_ids: list[str], kinds: dict[str, str]) -> dict[str, Box]:
-    boxes: dict[str, Box] = {}
-    extra_row = 5
-    for node in node_ids:
-        kind = kinds.get(node, "node")
-        if node in LAYOUT:
-            cx, cy = LAYOUT[node]
-        else:
-            cx, cy = RIGHT_X, TOP + extra_row * ROW
-            extra_row += 1
-        if kind in ("start", "end"):
-            w, h = TERMINAL_W, TERMINAL_H
-        elif node == N.FALLBACK:
-            w, h = SIDE_W, FALLBACK_H  # five routes end here: room for their arrowheads
-        elif cx != CENTER_X:
-            w, h = SIDE_W, NODE_H
-        else:
-            w, h = NODE_W, NODE_H
-        boxes[node] = Box(node, kind, cx, cy, w, h)
-    return boxes
-
-
-def _ports(source: Box, target: Box) -> tuple[str, str]:
-    if (source.node, target.node) in PORTS:
-        return PORTS[(source.node, target.node)]
-    if target.node == N.FALLBACK:
-        return ("left", "right") if source.cx > target.cx else ("right", "left")
-    dx, dy = target.cx - source.cx, target.cy - source.cy
-    if abs(dx) > abs(dy):
-        return ("right", "left") if dx > 0 else ("left", "right")
-    return ("bottom", "top") if dy > 0 else ("top", "bottom")
 
 
 def _port_point(box: Box, side: str, slot: int, slots: int) -> tuple[float, float]:
@@ -207,6 +132,8 @@ def _curve(p1, side1, p2, side2) -> tuple[str, tuple[float, float]]:
     (x1, y1), (x2, y2) = p1, p2
     distance = ((x2 - x1) ** 2 + (y2 - y1) ** 2) ** 0.5
     k = max(18.0, distance / 2.6)
+    if side1 == side2 and side1 in ("left", "right"):  # a loop round: clear the boxes between its ends
+        k = max(k, abs(x1 - x2) / 2 + 50)
     d1, d2 = _DIRECTIONS[side1], _DIRECTIONS[side2]
     c1 = (x1 + d1[0] * k, y1 + d1[1] * k)
     c2 = (x2 + d2[0] * k, y2 + d2[1] * k)
@@ -231,18 +158,18 @@ def _self_loop(box: Box) -> tuple[str, tuple[float, float]]:
 # --------------------------------------------------------------------------- drawing
 
 
-def _edge_state(source: str, target: str, route: RouteSummary | None) -> str:
+def _edge_state(source: str, target: str, route: RouteSummary | None, fallbacks: set[str]) -> str:
     if route is None or not route.traversals.get((source, target)):
         return "idle"
-    return "fallback" if target == N.FALLBACK or source == N.FALLBACK else "visited"
+    return "fallback" if target in fallbacks or source in fallbacks else "visited"
 
 
-def _node_state(node: str, route: RouteSummary | None) -> str:
+def _node_state(node: str, route: RouteSummary | None, fallbacks: set[str]) -> str:
     if route is None or node not in route.visited:
         return "idle"
     if route.interrupted and node == route.final_node:
         return "interrupted"
-    return "fallback" if node == N.FALLBACK else "visited"
+    return "fallback" if node in fallbacks else "visited"
 
 
 def _pill(x: float, y: float, text: str, css: str) -> str:
@@ -263,7 +190,8 @@ def _traversal_text(items: list[Traversal]) -> str:
 def render_route_svg(trace: dict[str, Any] | None, topology: dict[str, Any] | None = None) -> SafeString:
     """The topology with `trace`'s route highlighted; with no trace every node is drawn idle."""
     topology = topology or diagnosis_topology()
-    route = summarise_route(trace, topology.get("entry", N.PLANNER))
+    route = summarise_route(trace, topology["entry"])
+    fallbacks = fallback_nodes(topology)
     kinds = {item["id"]: item["kind"] for item in topology["nodes"]}
     node_ids = [item["id"] for item in topology["nodes"]]
     # Merge parallel edges (two route keys to one target) into one drawn edge with both labels.
@@ -283,8 +211,11 @@ def render_route_svg(trace: dict[str, Any] | None, topology: dict[str, Any] | No
                     node_ids.append(node)
             merged.setdefault((source, target), {"labels": [], "conditional": False, "unknown": True})
 
-    boxes = _layout(node_ids, kinds)
-    height = max(box.bottom for box in boxes.values()) + 30
+    layout = layered_layout({
+        "nodes": [{"id": node, "kind": kinds[node]} for node in node_ids],
+        "edges": [{"source": s, "target": t} for s, t in merged],
+    })
+    boxes = layout.boxes
 
     # Spread the endpoints sharing one side of one node, ordered by where the other end lies.
     ends: dict[tuple[str, str], list[tuple[float, tuple[str, str], str]]] = defaultdict(list)
@@ -292,7 +223,7 @@ def render_route_svg(trace: dict[str, Any] | None, topology: dict[str, Any] | No
     for source, target in merged:
         if source == target:
             continue
-        side1, side2 = _ports(boxes[source], boxes[target])
+        side1, side2 = layout.ports(source, target)
         sides[(source, target)] = (side1, side2)
         s_box, t_box = boxes[source], boxes[target]
         order1 = t_box.cx if side1 in ("top", "bottom") else t_box.cy
@@ -308,7 +239,7 @@ def render_route_svg(trace: dict[str, Any] | None, topology: dict[str, Any] | No
     edge_svg: list[str] = []
     label_svg: list[str] = []
     for (source, target), info in merged.items():
-        state = _edge_state(source, target, route)
+        state = _edge_state(source, target, route, fallbacks)
         if source == target:
             path, label_at = _self_loop(boxes[source])
         else:
@@ -334,7 +265,7 @@ def render_route_svg(trace: dict[str, Any] | None, topology: dict[str, Any] | No
         )
         label = " | ".join(SHORT_LABELS.get(text, text) for text in info["labels"] if text != "fallback")
         lx, ly = label_at
-        on_main_line = source != target and abs(lx - CENTER_X) < 2
+        on_main_line = source != target and abs(lx - layout.center_x) < 2
         if label:
             anchor_x = lx + 8 if on_main_line else lx
             text_anchor = "start" if on_main_line else "middle"
@@ -357,7 +288,7 @@ def render_route_svg(trace: dict[str, Any] | None, topology: dict[str, Any] | No
     node_svg: list[str] = []
     for node in node_ids:
         box = boxes[node]
-        state = _node_state(node, route)
+        state = _node_state(node, route, fallbacks)
         classes = ["node", *([box.kind] if box.kind != "node" else []), state]
         if route is not None and node == route.final_node:
             classes.append("final")
@@ -399,12 +330,12 @@ def render_route_svg(trace: dict[str, Any] | None, topology: dict[str, Any] | No
         parts.append("</g>")
         node_svg.append("".join(parts))
 
-    caption = "Diagnosis topology"
+    caption = str(topology.get("title") or "Topology")
     if route is not None:
         ending = route.termination_reason or "no termination reason"
         caption += f", route ending at {route.final_node or '?'} ({ending})"
     svg = (
-        f'<svg class="route-svg" xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {WIDTH} {height:.0f}" '
+        f'<svg class="route-svg" xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {layout.width:.0f} {layout.height:.0f}" '
         f'role="img" aria-label="{escape(caption)}" data-has-trace="{"true" if route else "false"}">'
         f"<title>{escape(caption)}</title>"
         "<defs>"

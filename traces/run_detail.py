@@ -21,7 +21,7 @@ from diagnosis.models import AgentStep, DiagnosisRun, ToolInvocation
 from traces.rendering import (
     FULL_LIMIT, Highlight, ResultView, excerpt_in_context, highlight_for, json_html, markdown_html, result_html,
 )
-from traces.route_svg import RouteSummary, render_route_svg, summarise_route
+from traces.route_svg import RouteSummary, render_route_svg, summarise_route, topology_for
 from traces.selectors import orchestration_trace_parse
 
 FOUND_CHARS = 400  # characters of the value at a failed citation's raw_path shown next to it
@@ -631,7 +631,8 @@ def run_detail_build(data: RunDetailData) -> RunDetail:
     run = data.run
     invocations = {i.invocation_id: i for i in data.invocations}
     trace = orchestration_trace_parse(run.orchestration_trace)
-    route = summarise_route(trace)
+    topology = topology_for(run.agent_flow)
+    route = summarise_route(trace, topology["entry"])
     gatekeeper, highlights = build_gatekeeper(run.self_evaluation, invocations)
     aiops = build_aiops(run.self_evaluation, invocations, highlights) if run.agent_flow == DiagnosisRun.Flow.AI_OPS \
         else None
@@ -645,7 +646,7 @@ def run_detail_build(data: RunDetailData) -> RunDetail:
         trace=trace,
         trace_invalid=run.orchestration_trace is not None and trace is None,
         route=route,
-        route_svg=render_route_svg(trace),
+        route_svg=render_route_svg(trace, topology),
         timeline=build_timeline(run, data.steps, data.invocations, highlights, evidence_retries),
         gatekeeper=gatekeeper,
         figures=figures,

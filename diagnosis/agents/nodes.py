@@ -12,7 +12,8 @@ import re
 from typing import Any, Mapping
 
 from diagnosis.agents.catalog import load_catalog, prompt, prompt_echoed
-from diagnosis.agents.runtime import AgentContext, fence_tool_output, question_language
+from diagnosis.agents.runtime import AgentContext, question_language
+from diagnosis.agents.tool_loop import run_tool_loop
 from diagnosis.answer_render import ANSWER_PLAN_VERSION, render_answer, validate_answer_plan
 from diagnosis.gatekeeper import project_verified_input, verify_bindings
 from diagnosis.graph.state import NodeName as N
@@ -21,7 +22,7 @@ from diagnosis.graph.state import PlannerMode
 from diagnosis.graph.state import StateKey as K
 from diagnosis.graph.topology import DiagnosisNodes
 from diagnosis.llm.base import ModelError, ModelInvalidOutputError
-from diagnosis.tools.registry import ALLOWED_TOOLS, BLOCKED, openai_tool_specs
+from diagnosis.tools.registry import ALLOWED_TOOLS
 
 INVOCATION_REF_RE = re.compile(r"\binv-[0-9a-f]{8}\b")
 MAX_PLAN_STEPS = 12
@@ -187,31 +188,20 @@ class DiagnosisAgents:
             {"role": "system", "content": prompt("executor").text},
             {"role": "user", "content": json.dumps(payload, ensure_ascii=False, default=str)},
         ]
-        results: list[dict] = []
         attempt = int(state.get(K.EVIDENCE_RETRY_COUNT) or 0) + 1
         try:
-            for _ in range(ctx.tools.max_calls + 3):
-                offer_tools = ctx.tools.remaining > 0
-                reply = ctx.call_model(
-                    node=N.EXECUTOR, role="executor", attempt=attempt, system="", user=None, messages=messages,
-                    tools=openai_tool_specs() if offer_tools else None, json_output=not offer_tools,
-                    structured_input={**payload, "tool_results": results, "tool_budget": ctx.tools.remaining},
-                )
-                if not reply.tool_calls:
-                    output = merge_snapshot(previous, validate_evidence(reply.parse_json()))
-                    return {K.EXECUTOR_STATUS: S.COMPLETED, K.EXECUTOR_OUTPUT: output}
-                messages.append(reply.as_assistant_message())
-                for call in reply.tool_calls:
-                    outcome = ctx.tools.call(call.name, call.arguments)
-                    if outcome.status == BLOCKED and call.name not in ALLOWED_TOOLS:
-                        return {
-                            K.EXECUTOR_STATUS: S.TOOL_BLOCKED,
-                            K.EXECUTOR_OUTPUT: {"error": {"code": "tool_blocked", "tool": call.name[:64],
-                                                          "invocation_id": outcome.invocation_id}},
-                        }
-                    results.append(outcome.to_dict())
-                    messages.append({"role": "tool", "tool_call_id": call.id, "content": fence_tool_output(outcome)})
-            raise _invalid("the executor never produced its final evidence report")
+            loop = run_tool_loop(
+                ctx, node=N.EXECUTOR, role="executor", attempt=attempt, messages=messages,
+                tool_budget=ctx.tools.max_calls, unfinished="the executor never produced its final evidence report",
+                structured_input=lambda results, _calls: {**payload, "tool_results": results,
+                                                          "tool_budget": ctx.tools.remaining},
+            )
+            if loop.error is not None:
+                raise loop.error
+            if loop.reply is None:
+                return {K.EXECUTOR_STATUS: S.TOOL_BLOCKED, K.EXECUTOR_OUTPUT: {"error": loop.blocked_error()}}
+            output = merge_snapshot(previous, validate_evidence(loop.reply.parse_json()))
+            return {K.EXECUTOR_STATUS: S.COMPLETED, K.EXECUTOR_OUTPUT: output}
         except ModelError as exc:
             status = S.INVALID_OUTPUT if exc.kind == "invalid_output" else S.FAILED
             return {K.EXECUTOR_STATUS: status, K.EXECUTOR_OUTPUT: {"error": exc.to_dict()}}

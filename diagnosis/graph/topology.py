@@ -49,7 +49,11 @@ Port = Callable[[Mapping[str, Any], RunConfig], "Mapping[str, Any] | None"]
 
 
 class Route:
-    """Route keys returned by the routers; they label the conditional edges in the rendering."""
+    """Route keys returned by the routers; they label the conditional edges in the rendering.
+
+    The first route of each routing table is the node's main route: the console draws the chain of
+    first routes from START to END down the middle (traces/route_layout.py).
+    """
 
     COMPLETED = "COMPLETED"
     TECHNICAL_RETRY = "technical_retry"
@@ -478,3 +482,16 @@ def build_diagnosis_topology(nodes: DiagnosisNodes | Mapping[str, Port]) -> Stat
 def build_diagnosis_graph(nodes: DiagnosisNodes | Mapping[str, Port]) -> CompiledGraph:
     """The compiled diagnosis graph, recursion limit 32."""
     return build_diagnosis_topology(nodes).compile(recursion_limit=DIAGNOSIS_RECURSION_LIMIT)
+
+
+def _unbound(name: str) -> Port:
+    def port(state, config):
+        raise GraphError(f"Node port {name!r} is unbound: this graph describes the topology, it does not run")
+
+    return port
+
+
+def describe_diagnosis_topology() -> dict[str, Any]:
+    """The compiled diagnosis graph as plain data (``CompiledGraph.describe()``), for drawing it."""
+    described = build_diagnosis_graph({name: _unbound(name) for name in N.ALL}).describe()
+    return {**described, "title": "Diagnosis topology"}

@@ -34,11 +34,13 @@ def build_orchestration_trace(
     final_state: Mapping[str, Any] | None = None,
     *,
     interrupted_at: str | None = None,
+    ended: bool | None = None,
 ) -> dict[str, Any] | None:
     """The ``stategraph-v1`` trace of a run from its orchestration events; None without events.
 
     For a failed run pass the partial state and, when known, the node that raised
-    (``interrupted_at``): the trace then ends there with ``<node>_interrupted``.
+    (``interrupted_at``): the trace then ends there with ``<node>_interrupted``. ``ended=True`` says the
+    graph reached END (any topology); left None, the diagnosis topology's ending nodes decide.
     """
     events = [event for event in (events or ()) if isinstance(event, Mapping)]
     if not events:
@@ -51,7 +53,7 @@ def build_orchestration_trace(
     last = events[-1]
     last_node = _text(last.get("node"))
 
-    if interrupted_at is None and _ended(last):
+    if interrupted_at is None and (ended if ended is not None else _ended(last)):
         transitions.append(_transition(last, TRACE_END))
         final_node, termination = last_node, f"{last_node}_completed"
     elif interrupted_at is not None:

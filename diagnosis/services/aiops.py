@@ -1,10 +1,9 @@
 """Alert analysis (F-60): validate a request or an Alertmanager webhook (version "4") into the run's
-normalised alerts, submit an AI_OPS run like a chat run, and execute it with the supervisor loop.
+normalised alerts, submit an AI_OPS run like a chat run, and execute it on the alert-analysis graph.
 
-The alerts cross the task boundary in the run's first RunEvent (kind "input"), written in the same
-transaction that creates the run, so the task (eager or on another machine) always finds them and the
-event stream shows the client exactly what is analysed. `diagnosis_run` has no input column; a run
-without that event (or with no firing alert) analyses what `query_alerts` returns.
+The alerts cross the task boundary in the run's `input` column, written in the same transaction that
+creates the run, so the task (eager or on another machine) always finds them; the stream's first
+message says how many are analysed. A run with no firing alert analyses what `query_alerts` returns.
 """
 
 from __future__ import annotations
@@ -19,11 +18,15 @@ from typing import Any, Mapping
 from django.conf import settings
 from django.db import transaction
 
-from diagnosis.agents.aiops import ACTIVE_STATES, INACTIVE_STATES, MAX_ROUNDS, AlertSupervisor, alert_record
+from diagnosis.agents.aiops import ACTIVE_STATES, INACTIVE_STATES, MAX_ROUNDS, alert_record
+from diagnosis.agents.aiops_nodes import AlertSupervisor, outcome_of
 from diagnosis.agents.catalog import prompt_audit
 from diagnosis.agents.runtime import AgentContext
 from diagnosis.agents.results import bounded_audit
-from diagnosis.models import DiagnosisRun, RunEvent
+from diagnosis.graph.aiops_topology import AiOpsKey
+from diagnosis.graph.engine import GraphRunError
+from diagnosis.graph.trace import build_orchestration_trace
+from diagnosis.models import DiagnosisRun
 from diagnosis.redaction import redact_text, redact_value
 from diagnosis.services import memory, wiring
 from diagnosis.services.chat import chat_submit
@@ -33,7 +36,6 @@ from diagnosis.tools.registry import ToolBox
 
 logger = logging.getLogger(__name__)
 
-INPUT_EVENT = "input"
 REPORT_EVENT = "report"
 MAX_LABELS = 64
 MAX_LABEL_VALUE_CHARS = 1024
@@ -77,7 +79,7 @@ class AlertInput:
     group_key: str | None = None
     receiver: str | None = None
 
-    def event_data(self) -> dict[str, Any]:
+    def input_data(self) -> dict[str, Any]:
         return {"alerts": self.alerts, "alertsTotal": len(self.alerts), "alertsIgnored": self.ignored,
                 "source": self.source, "language": self.language, "groupKey": self.group_key, "receiver": self.receiver}
 
@@ -227,7 +229,7 @@ def alerts_parse(payload: Any) -> AlertInput:
 
 
 def _question(data: AlertInput) -> str:
-    """The run's question: what is analysed, in one readable line (the alerts themselves are in the input event)."""
+    """The run's question: what is analysed, in one readable line (the alerts themselves are in its input)."""
     if not data.alerts:
         return "Analyse the active alerts (none were given: they are read with query_alerts)."
     names = ", ".join(f"{a['alertname']} ({a['service'] or '-'})" for a in data.alerts[:10])
@@ -240,33 +242,31 @@ def _question(data: AlertInput) -> str:
 
 def aiops_submit(*, user, payload: Any, session_id: str | None = None, request_id: str | None = None) -> AiOpsSubmission:
     """Create the AI_OPS run PENDING (owned by the caller, enqueued after commit like a chat run), with
-    its alerts in the first event. The same requestId twice in a session returns the same run."""
+    its alerts as its input. The same requestId twice in a session returns the same run."""
     data = alerts_parse(payload)
-    with transaction.atomic():  # the run, its input event and the enqueue (on commit) go together
+    with transaction.atomic():  # the run, its input and the enqueue (on commit) go together
         submission = chat_submit(user=user, question=_question(data), session_id=session_id, request_id=request_id,
                                  flow=DiagnosisRun.Flow.AI_OPS)
         if submission.created:
-            RunEvent.objects.create(run_id=submission.run.pk, seq=1, kind=INPUT_EVENT, data=data.event_data())
+            submission.run.input = data.input_data()
+            DiagnosisRun.objects.filter(pk=submission.run.pk).update(input=submission.run.input)
         elif submission.run.agent_flow != DiagnosisRun.Flow.AI_OPS:
             raise AlertInputError("requestId", "this requestId already names a chat run in this session")
     return AiOpsSubmission(submission.run, submission.created, data)
 
 
 def aiops_input(run: DiagnosisRun) -> dict[str, Any]:
-    """The alerts submitted with the run (its first "input" event); empty when there is none."""
-    event = RunEvent.objects.filter(run_id=run.pk, kind=INPUT_EVENT).order_by("seq").first()
-    return dict(event.data) if event and isinstance(event.data, dict) else {}
+    """The alerts submitted with the run (its input); empty when there is none."""
+    return dict(run.input) if isinstance(run.input, dict) else {}
 
 
 # --------------------------------------------------------------------------- execute
 
 
 def aiops_execute(run: DiagnosisRun, publish) -> DiagnosisRun | None:
-    """Run the supervisor loop for a claimed AI_OPS run and save the checked report.
-
-    No orchestration trace (not a StateGraph run, seed 001); the planner decisions, the per-task
-    Gatekeeper audits and the report check go to `self_evaluation`.
-    """
+    """Run the alert-analysis graph for a claimed AI_OPS run and save the checked report with its
+    `stategraph-v1` orchestration trace. The supervisor decisions, the per-task Gatekeeper audits and
+    the report check go to `self_evaluation`."""
     recorder = RunRecorder(run, publish=publish, lease=_lease_of(publish))
     tools = ToolBox(backends=wiring.backends(), recorder=recorder, max_calls=settings.DIAGNOSIS_MAX_TOOL_CALLS,
                     max_result_bytes=settings.TOOL_RESULT_MAX_BYTES)
@@ -279,7 +279,19 @@ def aiops_execute(run: DiagnosisRun, publish) -> DiagnosisRun | None:
     alerts = [a for a in submitted.get("alerts") or [] if isinstance(a, dict)]
     supervisor = AlertSupervisor(ctx, max_rounds=max_rounds(), on_event=publish,
                                  heartbeat=lambda: _heartbeat(publish, run))
-    outcome = supervisor.run(alerts=alerts or None, language=submitted.get("language"))
+    state: Mapping[str, Any] = {}
+    try:
+        for state in supervisor.stream(alerts=alerts or None, language=submitted.get("language")):
+            pass
+    except GraphRunError as exc:
+        partial = exc.partial_state or {}
+        events = list(partial.get(AiOpsKey.ORCHESTRATION_EVENTS) or ())
+        return _finish_failed(
+            run, publish, code=exc.code, message=str(exc),
+            orchestration_trace=build_orchestration_trace(events, partial, interrupted_at=exc.node) if events else None,
+            **_counts(recorder, budget, ctx),
+        )
+    outcome = outcome_of(state, max_rounds=supervisor.max_rounds)
     report = redact_text(outcome.report_markdown).strip()
     evaluation = bounded_audit({
         "aiops_rule_evaluation": outcome.rule_evaluation(outcomes=tools.outcomes, budget=budget.to_dict(tools),
@@ -289,13 +301,15 @@ def aiops_execute(run: DiagnosisRun, publish) -> DiagnosisRun | None:
     })
     if not report:
         return _finish_failed(run, publish, code="missing_answer", message="the alert analysis produced no report",
-                              self_evaluation=evaluation, **_counts(recorder, budget, ctx))
+                              orchestration_trace=outcome.orchestration_trace, self_evaluation=evaluation,
+                              **_counts(recorder, budget, ctx))
     # The report goes out before the terminal status: a stream that sees the run finished has it already.
     publish(REPORT_EVENT, {"reportMarkdown": report, "degraded": outcome.degraded,
                            "citedInvocationIds": outcome.cited_invocation_ids,
                            "alertsTotal": len(outcome.alerts), "alertsSource": outcome.alerts_source})
     done = _finish_succeeded(run, publish, answer=report, degraded=outcome.degraded, effective_verdict="",
-                             self_evaluation=evaluation, orchestration_trace=None, **_counts(recorder, budget, ctx),
+                             self_evaluation=evaluation, orchestration_trace=outcome.orchestration_trace,
+                             **_counts(recorder, budget, ctx),
                              status_event={"degraded": outcome.degraded, "verdict": None})
     memory.memory_append(session=run.session, run=done)
     return done

@@ -33,7 +33,7 @@ def report_of(events) -> str:
 def test_an_alertmanager_webhook_is_analysed_and_its_resolved_alerts_are_ignored(alice_api, demo_knowledge):
     run, events = analyse(alice_api, webhook(PAYMENT, resolved=ORDER[:1]))
     assert run.status == "SUCCESS" and run.agent_flow == "AI_OPS" and run.strategy == "DIAGNOSIS"
-    submitted = RunEvent.objects.get(run=run, kind="input").data
+    submitted = run.input
     assert submitted["source"] == "alertmanager" and submitted["alertsIgnored"] == 1
     assert [a["alertname"] for a in submitted["alerts"]] == [a["labels"]["alertname"] for a in PAYMENT]
     report = report_of(events)
@@ -70,7 +70,7 @@ def test_without_alerts_the_run_reads_them_with_query_alerts(alice_api, demo_kno
 
 def test_a_webhook_of_only_resolved_alerts_falls_back_to_query_alerts(alice_api, demo_knowledge):
     run, _events = analyse(alice_api, {**webhook([], resolved=PAYMENT), "status": "resolved"})
-    submitted = RunEvent.objects.get(run=run, kind="input").data
+    submitted = run.input
     assert submitted["alertsTotal"] == 0 and submitted["alertsIgnored"] == len(PAYMENT)
     assert ToolInvocation.objects.filter(run=run, tool_name="query_alerts").count() == 1
 
@@ -85,7 +85,8 @@ def test_the_first_event_carries_the_session_and_run_ids(alice_api, demo_knowled
     assert first["data"]["sessionId"] == run.session.session_id and first["data"]["runId"] == run.run_id
     assert first["data"]["links"]["events"].endswith(f"/api/runs/{run.run_id}/events")
     kinds = [e["event"] for e in events]
-    assert kinds[1] == "input" and events[2]["data"]["status"] == "RUNNING"
+    assert kinds[1] == "status" and events[1]["data"]["status"] == "RUNNING"
+    assert not RunEvent.objects.filter(run=run, kind="input").exists()  # the alerts are the run's input
     assert kinds[-2:] == ["report", "status"] and events[-1]["data"]["status"] == "SUCCESS"
     assert {"node", "step", "tool"} <= set(kinds)
     nodes = [e["data"]["node"] for e in events if e["event"] == "node"]
@@ -135,9 +136,16 @@ def test_the_aiops_rule_evaluation_is_stored(alice_api, demo_knowledge):
     assert run.effective_verdict == ""  # no verifier ran: no verdict is made up
 
 
-def test_the_run_is_recorded_as_aiops_steps_and_invocations_without_an_orchestration_trace(alice_api, demo_knowledge):
-    run, _events = analyse(alice_api, {"alerts": PAYMENT})
-    assert run.orchestration_trace is None
+def test_the_run_is_recorded_as_aiops_steps_and_invocations_with_an_orchestration_trace(alice_api, demo_knowledge):
+    run, events = analyse(alice_api, {"alerts": PAYMENT})
+    trace = run.orchestration_trace
+    assert trace["version"] == "stategraph-v1" and trace["degraded"] is False
+    assert trace["final_node"] == "aiops_report_check" and trace["termination_reason"] == "aiops_report_check_completed"
+    hops = [(t["from"], t["to"]) for t in trace["transitions"]]
+    assert hops[0] == ("aiops_intake", "aiops_planner") and hops[-1] == ("aiops_report_check", "END")
+    assert ("aiops_executor", "aiops_gatekeeper") in hops and ("aiops_gatekeeper", "aiops_planner") in hops
+    # the trace is the streamed node events, one transition each
+    assert [t["from"] for t in trace["transitions"]] == [e["data"]["node"] for e in events if e["event"] == "node"]
     steps = list(AgentStep.objects.filter(run=run).order_by("step_index"))
     assert {s.agent for s in steps} == {"aiops"}
     assert steps[0].node == "aiops_planner" and steps[-1].node == "aiops_reporter"
@@ -240,14 +248,14 @@ def test_the_same_request_id_twice_streams_the_same_run(alice_api, demo_knowledg
     first, _ = analyse(alice_api, body)
     second, events = analyse(alice_api, body)
     assert first.run_id == second.run_id and DiagnosisRun.objects.count() == 1
-    assert RunEvent.objects.filter(run=first, kind="input").count() == 1
+    assert second.input == first.input and len(first.input["alerts"]) == 1
     assert events[-1]["data"]["status"] == "SUCCESS"
 
 
 def test_the_trace_api_shows_the_aiops_run(alice_api, demo_knowledge):
     run, _events = analyse(alice_api, {"alerts": PAYMENT[:1], "sessionId": "ops-3"})
     body = alice_api.get(f"/api/diagnosis/ops-3/trace?runId={run.run_id}").json()
-    assert body["run"]["orchestrationTrace"] is None
+    assert body["run"]["orchestrationTrace"]["version"] == "stategraph-v1"
     assert body["run"]["selfEvaluation"]["aiops_rule_evaluation"]["alerts_total"] == 1
     assert [s["node"] for s in body["steps"]][0] == "aiops_planner"
 

@@ -133,6 +133,17 @@ def test_a_model_that_keeps_failing_ends_in_a_degraded_honest_report(alice_api, 
     # one technical retry of the planner and of the reporter, each call retried once by the client
     assert len(openai_llm.requests) == 8
     assert set(AgentStep.objects.filter(run=run).values_list("status", flat=True)) == {"FAILED"}
+    # the route: the supervisor's retry, the report of what was verified (nothing), the reporter's retry, fallback
+    trace = run.orchestration_trace
+    assert [(t["from"], t["to"], t["reason_code"], t["attempt"]) for t in trace["transitions"]] == [
+        ("aiops_intake", "aiops_planner", "alerts_given", 1),
+        ("aiops_planner", "aiops_planner", "retryable_failed", 1),
+        ("aiops_planner", "aiops_reporter", "retry_exhausted", 2),
+        ("aiops_reporter", "aiops_reporter", "retryable_failed", 1),
+        ("aiops_reporter", "aiops_fallback", "retry_exhausted", 2),
+        ("aiops_fallback", "END", "fallback_completed", 1),
+    ]
+    assert trace["termination_reason"] == "aiops_fallback_completed" and trace["degraded"] is True
 
 
 def test_malformed_reporter_output_falls_back_to_the_verified_evidence(alice_api, demo_knowledge, eager_tasks, openai_llm):
@@ -182,3 +193,7 @@ def test_a_planner_fault_degrades_the_run_even_when_the_reporter_answers(alice_a
     assert "| PaymentServiceHighErrorRate |" in run.answer
     # a 400 is not retried: one planner call, one reporter call
     assert [r.role for r in openai_llm.requests] == ["aiops", "aiops"] and len(openai_llm.requests) == 2
+    assert run.orchestration_trace["degraded"] is True  # as the run is, though no fallback wrote the report
+    hops = [(t["from"], t["to"], t["reason_code"]) for t in run.orchestration_trace["transitions"]]
+    assert hops[1:3] == [("aiops_planner", "aiops_reporter", "non_retryable_failed"),
+                         ("aiops_reporter", "aiops_report_check", "report_written")]

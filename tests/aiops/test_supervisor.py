@@ -9,7 +9,9 @@ import secrets
 
 import pytest
 
-from diagnosis.agents.aiops import AlertSupervisor, alert_record, check_report, validate_decision
+from diagnosis.agents.aiops import alert_record, validate_decision
+from diagnosis.agents.aiops_nodes import AlertSupervisor
+from diagnosis.agents.aiops_report import check_report
 from diagnosis.agents.runtime import AgentContext, RunBudget
 from diagnosis.llm.base import ChatReply, ModelInvalidOutputError
 from diagnosis.llm.offline import OfflineAnalyser

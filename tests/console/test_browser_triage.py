@@ -116,7 +116,16 @@ def test_an_alert_analysis_is_audited_like_a_chat_run(live_server, staff, browse
     page.goto(f"{live_server.url}/admin/diagnosis/diagnosisrun/{run.pk}/change/")
     page.wait_for_selector("#run-detail")
     assert "did not reach the Gatekeeper" not in page.content()
-    assert page.locator("#aiops-route").is_visible()
+    route = page.locator("#route svg.route-svg")
+    assert route.is_visible() and page.locator("#aiops-route").count() == 0
+    transitions = run.orchestration_trace["transitions"]
+    badges = route.locator("g.seq text").all_text_contents()
+    numbers = sorted(int(n) for badge in badges for n in re.findall(r"#(\d+)", badge))
+    assert numbers == list(range(1, len(transitions) + 1))  # every transition numbered once, in order
+    box = route.locator('g.node[data-node="aiops_report_check"]').bounding_box()
+    assert box and box["width"] > 40 and "final" in route.locator('g.node[data-node="aiops_report_check"]').get_attribute("class")
+    assert route.locator('g.edge.visited[data-source="aiops_gatekeeper"][data-target="aiops_planner"]').count() == 1
+    page.locator("#route").screenshot(path=str(SCREENSHOTS / "run_detail_aiops_route.png"))
     decisions = page.locator("#aiops-decisions tbody tr")
     assert decisions.count() == len(run.self_evaluation["aiops_audit"]["decisions"])
     report = page.locator("#report-check")

@@ -67,8 +67,17 @@ def test_an_alert_analysis_shows_decisions_task_audits_and_the_report_check(clie
     cited = report["cited_invocation_ids"][0]
     tool = page[page.index(f'id="{cited}"'):]
     assert '<mark class="evidence"' in tool[:tool.index("</details>")]
-    # the route section shows the supervisor loop, not an empty graph
-    assert 'id="aiops-route"' in section(page, "route") and "route-svg" not in section(page, "route")
+    # the route is drawn over the alert-analysis topology, every transition of the stored trace numbered
+    route = section(page, "route")
+    trace = aiops_run.orchestration_trace
+    assert 'class="route-svg"' in route and 'id="aiops-route"' not in route
+    assert "Alert-analysis topology, route ending at aiops_report_check" in route
+    for node in ("aiops_intake", "aiops_planner", "aiops_executor", "aiops_gatekeeper", "aiops_reporter",
+                 "aiops_report_check"):
+        assert re.search(rf'class="node [^"]*visited[^"]*" data-node="{node}"', route), node
+    assert re.search(r'class="node idle" data-node="aiops_fallback"', route)
+    assert route.count('<tr class="') == len(trace["transitions"])
+    assert f'href="#aiops-decisions">{len(audit["decisions"])}</a>' in route
     figures = section(page, "self-evaluation")
     assert "Report check" in figures and "Supervisor rounds" in figures
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from diagnosis.models import DiagnosisRun, RunEvent
+from diagnosis.models import DiagnosisRun
 from tests.diagnosis.conftest import demo_knowledge  # noqa: F401
 from tests.support.server import free_port, managed_process
 
@@ -81,7 +81,7 @@ def test_an_alertmanager_webhook_with_a_bearer_token_starts_an_alert_analysis_th
     assert run is not None, f"no AI_OPS run was created from the webhook; alertmanager log:\n{log[-2000:]}"
     assert run.is_terminal, f"the run did not finish: {run.status}"
     assert run.status == DiagnosisRun.Status.SUCCESS, (run.error_code, run.error_message)
-    submitted = RunEvent.objects.get(run=run, kind="input").data
+    submitted = run.input
     assert submitted["source"] == "alertmanager"
     assert [a["alertname"] for a in submitted["alerts"]] == ["AlwaysFiring"]
     assert "AlwaysFiring" in run.answer
