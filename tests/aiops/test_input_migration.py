@@ -1,4 +1,4 @@
-"""diagnosis/migrations/0010_i15c_run_input.py: alerts submitted before the `input` column keep them."""
+"""diagnosis/migrations/0008_run_input.py: alerts submitted before the `input` column keep them."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from diagnosis.models import DiagnosisRun, RunEvent
 from diagnosis.services.aiops import aiops_input
 from tests.factories import DiagnosisRunFactory
 
-migration = import_module("diagnosis.migrations.0010_i15c_run_input")
+migration = import_module("diagnosis.migrations.0008_run_input")
 pytestmark = pytest.mark.django_db
 
 SUBMITTED = {"alerts": [{"alert_id": "a1", "alertname": "PaymentServiceHighErrorRate"}], "alertsTotal": 1,
