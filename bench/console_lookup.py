@@ -63,13 +63,13 @@ def fill(total: int, seed: int = 16) -> dict:
     run_cols = ["run_id", "session_id", "agent_flow", "strategy", "status", "question", "answer", "degraded",
                 "effective_verdict", "feedback_comment", "error_code", "error_message", "duration_ms", "step_count",
                 "tool_count", "prompt_tokens", "completion_tokens", "model_name", "prompt_version", "celery_task_id",
-                "created_at", "started_at", "finished_at", "feedback"]
+                "created_at", "started_at", "finished_at", "feedback", "claim_token"]
     run_sql = (f"INSERT INTO diagnosis_run ({', '.join(q(c) for c in run_cols)}) VALUES "
                f"({', '.join(['%s'] * len(run_cols))})")
     session_sql = ("INSERT INTO chat_session (session_id, owner_id, title, summary, created_at, metadata) "
                    "VALUES (%s, %s, %s, %s, %s, %s)")
     inv_cols = ["run_id", "session_id", "invocation_id", "tool_name", "arguments", "status", "truncated",
-                "error_message", "created_at"]
+                "error_message", "replay_mode", "created_at"]
     inv_sql = f"INSERT INTO tool_invocation ({', '.join(q(c) for c in inv_cols)}) VALUES ({', '.join(['%s'] * len(inv_cols))})"
     picked = {}
     started = time.perf_counter()
@@ -99,11 +99,11 @@ def fill(total: int, seed: int = 16) -> dict:
                     verdict, "", rng.choice(ERRORS) if failed or (degraded and rng.random() < 0.5) else "", "",
                     duration, 6, 1, prompt, completion, rng.choice(MODELS), "catalog-79a2614cc9", "",
                     created, created, created + timedelta(milliseconds=duration),
-                    "not_useful" if rng.random() < 0.01 else None,
+                    "not_useful" if rng.random() < 0.01 else None, "",
                 ))
                 invocation_id = f"inv-{rng.getrandbits(32):08x}"
                 invocations.append((run_pk, session_id, invocation_id, rng.choice(TOOLS), "{}", "SUCCESS", False, "",
-                                    created))
+                                    "", created))
                 if i == total // 2:
                     picked = {"run_id": run_id, "session_id": session_id, "invocation_id": invocation_id}
             with transaction.atomic():
@@ -157,6 +157,8 @@ def time_get(client, url: str, repeat: int) -> tuple[float, float, int]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--mysql", action="store_true")
+    parser.add_argument("--database", default="bench_console", metavar="NAME",
+                        help="the MySQL database to create and fill (named bench_*; default bench_console)")
     parser.add_argument("--runs", type=int, default=1_000_000)
     parser.add_argument("--repeat", type=int, default=7)
     parser.add_argument("--keep", action="store_true", help="do not drop the filled database at the end")
@@ -175,7 +177,7 @@ def main() -> None:
         django.setup()
         context = contextlib.nullcontext()
     else:
-        context = bench_database(mysql=args.mysql, name="bench_console")
+        context = bench_database(mysql=args.mysql, name=args.database)
     with context as db:
         from django.db import connection
         from django.test import Client
