@@ -16,6 +16,7 @@ changelist, the template) with DEBUG off; every case runs once to warm up, then 
 from __future__ import annotations
 
 import argparse
+import json
 import random
 import time
 import uuid
@@ -37,13 +38,22 @@ ERRORS = ["model_connection_error", "budget_exceeded", "missing_answer", "broker
 BATCH = 5_000
 
 
-def _question(rng: random.Random, i: int) -> str:
+def _question(rng: random.Random, i: int) -> tuple[str, str]:
     service = SERVICES[rng.randrange(len(SERVICES))]
     if i % 1000 == 7:
-        return RARE.format(s=service, p=rng.randrange(64))
+        return RARE.format(s=service, p=rng.randrange(64)), service
     if rng.random() < 0.12:
-        return rng.choice(ZH).format(s=service, h=rng.randrange(24))
-    return rng.choice(EN).format(s=service, h=rng.randrange(24), p=rng.randrange(5, 60))
+        return rng.choice(ZH).format(s=service, h=rng.randrange(24)), service
+    return rng.choice(EN).format(s=service, h=rng.randrange(24), p=rng.randrange(5, 60)), service
+
+
+def _diagnosis(rng: random.Random, service: str, verdict: str) -> str | None:
+    """The structured diagnosis: a root cause naming the question's service on most verified answers."""
+    if verdict != "PASS" or rng.random() < 0.2:
+        return None
+    return json.dumps({"rootCause": {"service": service, "cause": "connection pool exhausted",
+                                     "summary": "The pool is exhausted.", "claimIds": ["c1"]},
+                       "nothingWrong": False, "undetermined": False, "symptoms": []})
 
 
 def fill(total: int, seed: int = 16) -> dict:
@@ -51,7 +61,7 @@ def fill(total: int, seed: int = 16) -> dict:
     from django.contrib.auth import get_user_model
     from django.db import connection, transaction
 
-    from traces.fulltext import fulltext_create, fulltext_drop
+    from traces.fulltext import cjk_terms, fulltext_create, fulltext_drop
 
     rng = random.Random(seed)
     owner = get_user_model().objects.create_superuser("bench-staff", "b@example.org", "bench-password-16")
@@ -63,7 +73,8 @@ def fill(total: int, seed: int = 16) -> dict:
     run_cols = ["run_id", "session_id", "agent_flow", "strategy", "status", "question", "answer", "degraded",
                 "effective_verdict", "feedback_comment", "error_code", "error_message", "duration_ms", "step_count",
                 "tool_count", "prompt_tokens", "completion_tokens", "model_name", "prompt_version", "celery_task_id",
-                "created_at", "started_at", "finished_at", "feedback", "claim_token"]
+                "created_at", "started_at", "finished_at", "feedback", "claim_token", "diagnosis",
+                "question_terms"]
     run_sql = (f"INSERT INTO diagnosis_run ({', '.join(q(c) for c in run_cols)}) VALUES "
                f"({', '.join(['%s'] * len(run_cols))})")
     session_sql = ("INSERT INTO chat_session (session_id, owner_id, title, summary, created_at, metadata) "
@@ -92,14 +103,16 @@ def fill(total: int, seed: int = 16) -> dict:
                 duration = int(rng.lognormvariate(8.3, 0.6))
                 prompt, completion = rng.randrange(800, 9000), rng.randrange(100, 1500)
                 run_id = f"run-{uuid.UUID(int=rng.getrandbits(128)).hex}"
+                question, service = _question(rng, i)
                 runs.append((
                     run_id, session_pk, "CHAT" if rng.random() < 0.9 else "AI_OPS",
                     "DIAGNOSIS" if rng.random() < 0.85 else "SIMPLE", "FAILED" if failed else "SUCCESS",
-                    _question(rng, i), "Root cause: the connection pool is exhausted. [inv-0000abcd]", degraded,
+                    question, "Root cause: the connection pool is exhausted. [inv-0000abcd]", degraded,
                     verdict, "", rng.choice(ERRORS) if failed or (degraded and rng.random() < 0.5) else "", "",
                     duration, 6, 1, prompt, completion, rng.choice(MODELS), "catalog-79a2614cc9", "",
                     created, created, created + timedelta(milliseconds=duration),
-                    "not_useful" if rng.random() < 0.01 else None, "",
+                    "not_useful" if rng.random() < 0.01 else None, "", _diagnosis(rng, service, verdict),
+                    cjk_terms(question),
                 ))
                 invocation_id = f"inv-{rng.getrandbits(32):08x}"
                 invocations.append((run_pk, session_id, invocation_id, rng.choice(TOOLS), "{}", "SUCCESS", False, "",
@@ -191,6 +204,11 @@ def main() -> None:
             ids = fill(args.runs)
             if args.keep:
                 db.cleanup = lambda: print(f"kept: {db.url}")
+        from django.conf import settings
+        from django.core.management import call_command
+
+        if not (settings.STATIC_ROOT / "staticfiles.json").exists():  # DEBUG off: pages need the manifest
+            call_command("collectstatic", interactive=False, verbosity=0)
         client = Client()
         client.force_login(ids["owner"])
         base = "/admin/diagnosis/diagnosisrun/"
@@ -211,6 +229,7 @@ def main() -> None:
             ("filter: model = qwen-plus", f"{base}?model=qwen-plus"),
             ("filter: latency 20000- ms", f"{base}?latency=20000-"),
             ("filter: tokens 10000-10400", f"{base}?tokens=10000-10400"),
+            ("filter: service = ledger-service", f"{base}?service=ledger-service"),
             ("filter: status FAILED", f"{base}?status__exact=FAILED"),
             ("filter: degraded", f"{base}?degraded__exact=1"),
             ("filter: verdict LOW_CONFID", f"{base}?verdict=LOW_CONFID"),
