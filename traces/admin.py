@@ -276,8 +276,8 @@ class DiagnosisRunAdmin(AuditAdmin):
     ordering = ("-created_at", "-id")
     # The heavy JSON and text columns stay in the database on list pages.
     HEAVY_FIELDS = (
-        "question", "answer", "self_evaluation", "orchestration_trace", "error_message", "feedback_comment",
-        "session__summary", "session__metadata",
+        "question", "question_terms", "answer", "self_evaluation", "orchestration_trace", "error_message",
+        "feedback_comment", "session__summary", "session__metadata",
     )
 
     def get_queryset(self, request):

@@ -167,4 +167,5 @@ def _mysql_against(words: list[str]) -> tuple[str, str]:
         return "question_terms", " ".join(f"+{token}" for w in words for token in dict.fromkeys(cjk_bigrams(w)))
     # MariaDB's own parser: whole words, each a required word prefix (stopwords and short words, which
     # the index leaves out, are checked by the substring test only).
-    return "question", " ".join(f"+{w}*" for w in words if len(w) >= FTS_MIN_CHARS and w.lower() not in INNODB_STOPWORDS)
+    indexed = [w for w in words if len(w) >= FTS_MIN_CHARS and w.lower() not in INNODB_STOPWORDS]
+    return "question", " ".join(f"+{w}*" for w in indexed)
