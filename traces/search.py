@@ -5,9 +5,9 @@
   case-insensitive collation, ``>= prefix AND < next(prefix)`` under SQLite's binary one. It is
   never OR-ed with a substring search.
 - Words of the question: the newest runs whose question contains every word (case-insensitive
-  substring), at most `TEXT_MATCHES`. A newest-first scan of at most `PROBE_ROWS` runs answers common
-  words (it stops as soon as it has them all); rarer words go to the database's full-text index for
-  the older runs: MySQL ``FULLTEXT … WITH PARSER ngram``; on MariaDB (no ngram parser) a plain FULLTEXT
+  substring), at most `TEXT_MATCHES`. A newest-first scan answers common words (it stops as soon as
+  the list is full, after at most `PROBE_ROWS` runs); rarer words go to the database's full-text
+  index for the older runs: MySQL ``FULLTEXT … WITH PARSER ngram``; on MariaDB (no ngram parser) a plain FULLTEXT
   index for words and one over ``question_terms`` (the question's CJK bigrams) for Chinese; SQLite
   FTS5 with the trigram tokenizer. What no index can answer (only words shorter than 3 characters, a
   single Chinese character on MariaDB, another database) is the scan's answer alone (kind "scan").
@@ -31,7 +31,9 @@ from traces.fulltext import SQLITE_FTS_TABLE, cjk_bigrams, mysql_has_ngram
 ID_PREFIX_MIN = 8
 RUN_ID_PREFIX = re.compile(r"^run-[0-9a-f]{4,32}$")
 INVOCATION_ID_PREFIX = re.compile(r"^inv-[0-9a-f]{4,8}$")
-PROBE_ROWS = 50_000  # the newest-first substring scan reads at most this many of the newest runs
+SAMPLE_ROWS = 2_000  # a text search first scans this many of the newest runs
+PROBE_ROWS = 100_000  # and, when that is cheaper than the index, at most this many in all
+INDEX_MATCH_COST = 3  # a full-text match costs about as much as scanning this many rows (bench/console_lookup.py)
 TEXT_MATCHES = 2_001  # a full-text search keeps the newest 2,000 matches (the list says "more than 2000")
 FTS_MIN_CHARS = 3
 CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]")
@@ -100,39 +102,55 @@ def _words(term: str) -> list[str]:
 def text_lookup(queryset: QuerySet[DiagnosisRun], term: str) -> Lookup:
     """The newest TEXT_MATCHES runs whose question contains every word of `term` (case-insensitively).
 
-    1. A newest-first substring scan of at most PROBE_ROWS runs that stops once TEXT_MATCHES runs
-       match: common words end here after a few thousand rows, and no index walks all its matches.
-    2. If the scan ran out of rows first, the words are rare: the full-text index finds the older
-       matches (every match confirmed by the same substring test). Where no index can answer the
-       words, the scan's matches are the answer (kind "scan").
+    1. A newest-first substring scan of the newest SAMPLE_ROWS runs. Words that common (a tenth of
+       the runs or more) end here.
+    2. From the share of matches in that sample: either the scan goes on (at most PROBE_ROWS runs in
+       all, stopping as soon as the list is full), or, when the index would be cheaper (it hands back
+       all its matches before the newest are picked: about INDEX_MATCH_COST scanned rows each), or
+       when the scan ran out of rows, the full-text index finds the older matches, each confirmed by
+       the same substring test. Where no index can answer the words, the scan's matches are the
+       answer (kind "scan").
     Either way the result is a list of at most TEXT_MATCHES run ids.
     """
     words = _words(term)
     if not words:
         return Lookup(queryset.none(), "text", term)
     newest = DiagnosisRun.objects.aggregate(top=Max("id"))["top"] or 0
-    floor = max(newest - PROBE_ROWS, 0)
-    scan = DiagnosisRun.objects.filter(pk__gt=floor)
-    for word in words:
-        scan = scan.filter(question__icontains=word)
-    found = list(scan.order_by("-pk").values_list("pk", flat=True)[:TEXT_MATCHES])
-    kind = "text"
+    floor = max(newest - min(SAMPLE_ROWS, PROBE_ROWS), 0)
+    found = _scan(words, above=floor, below=newest + 1, limit=TEXT_MATCHES)
+    indexed = index_query(words, below=1, limit=1) is not None
     if len(found) < TEXT_MATCHES and floor > 0:
-        older = index_matches(words, below=floor + 1, limit=TEXT_MATCHES - len(found))
-        if older is None:
-            kind = "scan"
-        else:
-            found.extend(older)
+        missing = TEXT_MATCHES - len(found)
+        share = len(found) / (newest - floor)
+        rows_to_fill = missing / share if share else float("inf")
+        if not indexed or rows_to_fill < share * floor * INDEX_MATCH_COST:
+            deeper = max(newest - PROBE_ROWS, 0)
+            found += _scan(words, above=deeper, below=floor + 1, limit=missing)
+            floor = deeper
+        if len(found) < TEXT_MATCHES and floor > 0 and indexed:
+            sql, params = index_query(words, below=floor + 1, limit=TEXT_MATCHES - len(found))
+            with connection.cursor() as cursor:
+                cursor.execute(sql, params)
+                found += [row[0] for row in cursor.fetchall()]
+    kind = "scan" if floor > 0 and not indexed else "text"
     return Lookup(queryset.filter(pk__in=found), kind, term)
+
+
+def _scan(words: list[str], *, above: int, below: int, limit: int) -> list[int]:
+    """Ids in (above, below) whose question contains every word, newest first, at most `limit`."""
+    rows = DiagnosisRun.objects.filter(pk__gt=above, pk__lt=below)
+    for word in words:
+        rows = rows.filter(question__icontains=word)
+    return list(rows.order_by("-pk").values_list("pk", flat=True)[:limit])
 
 
 def _like(word: str) -> str:
     return "%" + connection.ops.prep_for_like_query(word) + "%"
 
 
-def index_matches(words: list[str], *, below: int, limit: int) -> list[int] | None:
-    """Ids below `below` whose question contains every word, newest first, at most `limit`, found
-    through the database's full-text index; None when the index cannot answer these words."""
+def index_query(words: list[str], *, below: int, limit: int) -> tuple[str, list] | None:
+    """SQL for the ids below `below` whose question contains every word, newest first, at most
+    `limit`, through the database's full-text index; None when the index cannot answer these words."""
     if connection.vendor == "sqlite":
         indexed = [w for w in words if len(w) >= FTS_MIN_CHARS]
         if not indexed:
@@ -154,9 +172,7 @@ def index_matches(words: list[str], *, below: int, limit: int) -> list[int] | No
         params = [against, below, *[_like(w) for w in words], limit]
     else:
         return None
-    with connection.cursor() as cursor:
-        cursor.execute(sql, params)
-        return [row[0] for row in cursor.fetchall()]
+    return sql, params
 
 
 def _mysql_against(words: list[str]) -> tuple[str, str]:

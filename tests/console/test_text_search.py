@@ -75,6 +75,16 @@ def test_the_full_text_index_finds_what_a_substring_search_finds(corpus, term, m
     assert searched(term) == substring_matches(corpus, term)
 
 
+@pytest.mark.parametrize("index_match_cost", [0, 1_000])  # the sample sends the rest to the index, or scans on
+def test_a_sampled_scan_then_a_deeper_scan_or_the_index_finds_what_a_substring_search_finds(
+        corpus, monkeypatch, index_match_cost):
+    monkeypatch.setattr(search, "SAMPLE_ROWS", 2)
+    monkeypatch.setattr(search, "PROBE_ROWS", 6)
+    monkeypatch.setattr(search, "INDEX_MATCH_COST", index_match_cost)
+    for term in TERMS:
+        assert searched(term) == substring_matches(corpus, term), term
+
+
 def test_the_index_path_reads_the_full_text_index_and_the_scan_path_does_not(corpus, monkeypatch):
     monkeypatch.setattr(search, "PROBE_ROWS", 1)
     with CaptureQueriesContext(connection) as ctx:
