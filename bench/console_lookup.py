@@ -8,6 +8,7 @@ changelist, the template) with DEBUG off; every case runs once to warm up, then 
 
     .venv/bin/python bench/console_lookup.py                       # SQLite, 1,000,000 runs
     .venv/bin/python bench/console_lookup.py --mysql               # MySQL/MariaDB database bench_console
+    .venv/bin/python bench/console_lookup.py --mysql --database bench_console_2   # another database name
     .venv/bin/python bench/console_lookup.py --runs 200000 --repeat 9
     .venv/bin/python bench/console_lookup.py --keep               # leave the filled database in place …
     .venv/bin/python bench/console_lookup.py --reuse sqlite:////tmp/…/bench_console.sqlite3   # … and time it again
@@ -245,6 +246,27 @@ def main() -> None:
         for label, url in cases:
             median, p95, status = time_get(client, url, args.repeat)
             print(f"{label:<44} {median:>10.1f} {p95:>8.1f}  {status}", flush=True)
+        # The text search without the page around it: the lookup, the first page's ids, the capped count.
+        from diagnosis.models import DiagnosisRun
+        from traces.search import TEXT_MATCHES, runs_lookup
+
+        def search_alone(term: str) -> str:
+            lookup = runs_lookup(DiagnosisRun.objects.all(), term)
+            rows = lookup.queryset.order_by("-created_at", "-id")
+            list(rows.values_list("id", flat=True)[:50])
+            return f"{lookup.kind}, {rows.order_by().values('pk')[:TEXT_MATCHES].count()} matches"
+
+        print(f"{'search alone (lookup, first page, count)':<44} {'median ms':>10} {'p95 ms':>8}  path")
+        for term in ("connection pool", "kafka consumer lag", "数据库连接池", "内存泄漏", "ledger"):
+            outcome = search_alone(term)
+            samples = []
+            for _ in range(args.repeat):
+                t0 = time.perf_counter()
+                search_alone(term)
+                samples.append((time.perf_counter() - t0) * 1000)
+            samples.sort()
+            print(f"{'  ' + term:<44} {samples[len(samples) // 2]:>10.1f} {percentile(samples, 95):>8.1f}  {outcome}",
+                  flush=True)
 
 
 if __name__ == "__main__":
