@@ -33,8 +33,11 @@ RUN_ID_PREFIX = re.compile(r"^run-[0-9a-f]{4,32}$")
 INVOCATION_ID_PREFIX = re.compile(r"^inv-[0-9a-f]{4,8}$")
 SAMPLE_ROWS = 2_000  # a text search first scans this many of the newest runs
 PROBE_ROWS = 100_000  # and, when that is cheaper than the index, at most this many in all
-INDEX_MATCH_COST = 3  # a full-text match costs about as much as scanning this many rows (bench/console_lookup.py)
-TEXT_MATCHES = 2_001  # a full-text search keeps the newest 2,000 matches (the list says "more than 2000")
+# A full-text match costs about as much as scanning this many rows (measured at 1M runs, docs/PERFORMANCE.md
+# section 8); MariaDB's boolean search over several CJK bigram tokens is far slower per match.
+INDEX_MATCH_COST = 3
+CJK_INDEX_MATCH_COST = 30
+TEXT_MATCHES = 501  # a text search keeps the newest 500 matches (the list says "more than 500"): 10 pages
 FTS_MIN_CHARS = 3
 CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]")
 WORD = re.compile(r"[^\s\"'()*+\-<>@~]+")
@@ -123,7 +126,9 @@ def text_lookup(queryset: QuerySet[DiagnosisRun], term: str) -> Lookup:
         missing = TEXT_MATCHES - len(found)
         share = len(found) / (newest - floor)
         rows_to_fill = missing / share if share else float("inf")
-        if not indexed or rows_to_fill < share * floor * INDEX_MATCH_COST:
+        cost = CJK_INDEX_MATCH_COST if connection.vendor == "mysql" and not mysql_has_ngram(connection) and any(
+            CJK.search(w) for w in words) else INDEX_MATCH_COST
+        if not indexed or rows_to_fill < share * floor * cost:
             deeper = max(newest - PROBE_ROWS, 0)
             found += _scan(words, above=deeper, below=floor + 1, limit=missing)
             floor = deeper
