@@ -25,7 +25,7 @@ from diagnosis.models import (
 from diagnosis.tools.registry import ALLOWED_TOOLS
 from traces import admin_views
 from traces.rendering import json_html
-from traces.search import TEXT_MATCHES, id_kind, prefix_q, runs_lookup
+from traces.search import TEXT_MATCHES, id_kind, runs_lookup
 
 admin.site.site_header = "AIOps audit console"
 admin.site.site_title = "AIOps audit console"
@@ -220,16 +220,14 @@ class TokensFilter(RangeFilter):
     field = "tokens_total"  # prompt + completion, computed and indexed by the database
 
 
-class ServiceFilter(InputFilter):
-    """The service the structured diagnosis names as the root cause (whole, or its beginning)."""
+class ServiceFilter(ExactTextFilter):
+    """The service the structured diagnosis names as the root cause. Exact: equality lets the
+    (root_service, created_at) index give the newest first (a prefix range would sort its matches)."""
 
     title = "root-cause service"
     parameter_name = "service"
+    field = "root_service"
     placeholder = "e.g. payment-service"
-
-    def queryset(self, request, queryset):
-        value = (self.value() or "").strip()
-        return queryset.filter(prefix_q("root_service", value)) if value else queryset
 
 
 class ToolFilter(admin.SimpleListFilter):
