@@ -8,6 +8,7 @@ changelist, the template) with DEBUG off; every case runs once to warm up, then 
 
     .venv/bin/python bench/console_lookup.py                       # SQLite, 1,000,000 runs
     .venv/bin/python bench/console_lookup.py --mysql               # MySQL/MariaDB database bench_console
+    .venv/bin/python bench/console_lookup.py --mysql --database bench_console_2   # another database name
     .venv/bin/python bench/console_lookup.py --runs 200000 --repeat 9
     .venv/bin/python bench/console_lookup.py --keep               # leave the filled database in place …
     .venv/bin/python bench/console_lookup.py --reuse sqlite:////tmp/…/bench_console.sqlite3   # … and time it again
@@ -16,6 +17,7 @@ changelist, the template) with DEBUG off; every case runs once to warm up, then 
 from __future__ import annotations
 
 import argparse
+import json
 import random
 import time
 import uuid
@@ -37,13 +39,22 @@ ERRORS = ["model_connection_error", "budget_exceeded", "missing_answer", "broker
 BATCH = 5_000
 
 
-def _question(rng: random.Random, i: int) -> str:
+def _question(rng: random.Random, i: int) -> tuple[str, str]:
     service = SERVICES[rng.randrange(len(SERVICES))]
     if i % 1000 == 7:
-        return RARE.format(s=service, p=rng.randrange(64))
+        return RARE.format(s=service, p=rng.randrange(64)), service
     if rng.random() < 0.12:
-        return rng.choice(ZH).format(s=service, h=rng.randrange(24))
-    return rng.choice(EN).format(s=service, h=rng.randrange(24), p=rng.randrange(5, 60))
+        return rng.choice(ZH).format(s=service, h=rng.randrange(24)), service
+    return rng.choice(EN).format(s=service, h=rng.randrange(24), p=rng.randrange(5, 60)), service
+
+
+def _diagnosis(rng: random.Random, service: str, verdict: str) -> str | None:
+    """The structured diagnosis: a root cause naming the question's service on most verified answers."""
+    if verdict != "PASS" or rng.random() < 0.2:
+        return None
+    return json.dumps({"rootCause": {"service": service, "cause": "connection pool exhausted",
+                                     "summary": "The pool is exhausted.", "claimIds": ["c1"]},
+                       "nothingWrong": False, "undetermined": False, "symptoms": []})
 
 
 def fill(total: int, seed: int = 16) -> dict:
@@ -51,7 +62,7 @@ def fill(total: int, seed: int = 16) -> dict:
     from django.contrib.auth import get_user_model
     from django.db import connection, transaction
 
-    from traces.fulltext import fulltext_create, fulltext_drop
+    from traces.fulltext import cjk_terms, fulltext_create, fulltext_drop
 
     rng = random.Random(seed)
     owner = get_user_model().objects.create_superuser("bench-staff", "b@example.org", "bench-password-16")
@@ -63,13 +74,14 @@ def fill(total: int, seed: int = 16) -> dict:
     run_cols = ["run_id", "session_id", "agent_flow", "strategy", "status", "question", "answer", "degraded",
                 "effective_verdict", "feedback_comment", "error_code", "error_message", "duration_ms", "step_count",
                 "tool_count", "prompt_tokens", "completion_tokens", "model_name", "prompt_version", "celery_task_id",
-                "created_at", "started_at", "finished_at", "feedback"]
+                "created_at", "started_at", "finished_at", "feedback", "claim_token", "diagnosis",
+                "question_terms"]
     run_sql = (f"INSERT INTO diagnosis_run ({', '.join(q(c) for c in run_cols)}) VALUES "
                f"({', '.join(['%s'] * len(run_cols))})")
     session_sql = ("INSERT INTO chat_session (session_id, owner_id, title, summary, created_at, metadata) "
                    "VALUES (%s, %s, %s, %s, %s, %s)")
     inv_cols = ["run_id", "session_id", "invocation_id", "tool_name", "arguments", "status", "truncated",
-                "error_message", "created_at"]
+                "error_message", "replay_mode", "created_at"]
     inv_sql = f"INSERT INTO tool_invocation ({', '.join(q(c) for c in inv_cols)}) VALUES ({', '.join(['%s'] * len(inv_cols))})"
     picked = {}
     started = time.perf_counter()
@@ -92,18 +104,20 @@ def fill(total: int, seed: int = 16) -> dict:
                 duration = int(rng.lognormvariate(8.3, 0.6))
                 prompt, completion = rng.randrange(800, 9000), rng.randrange(100, 1500)
                 run_id = f"run-{uuid.UUID(int=rng.getrandbits(128)).hex}"
+                question, service = _question(rng, i)
                 runs.append((
                     run_id, session_pk, "CHAT" if rng.random() < 0.9 else "AI_OPS",
                     "DIAGNOSIS" if rng.random() < 0.85 else "SIMPLE", "FAILED" if failed else "SUCCESS",
-                    _question(rng, i), "Root cause: the connection pool is exhausted. [inv-0000abcd]", degraded,
+                    question, "Root cause: the connection pool is exhausted. [inv-0000abcd]", degraded,
                     verdict, "", rng.choice(ERRORS) if failed or (degraded and rng.random() < 0.5) else "", "",
                     duration, 6, 1, prompt, completion, rng.choice(MODELS), "catalog-79a2614cc9", "",
                     created, created, created + timedelta(milliseconds=duration),
-                    "not_useful" if rng.random() < 0.01 else None,
+                    "not_useful" if rng.random() < 0.01 else None, "", _diagnosis(rng, service, verdict),
+                    cjk_terms(question),
                 ))
                 invocation_id = f"inv-{rng.getrandbits(32):08x}"
                 invocations.append((run_pk, session_id, invocation_id, rng.choice(TOOLS), "{}", "SUCCESS", False, "",
-                                    created))
+                                    "", created))
                 if i == total // 2:
                     picked = {"run_id": run_id, "session_id": session_id, "invocation_id": invocation_id}
             with transaction.atomic():
@@ -157,6 +171,8 @@ def time_get(client, url: str, repeat: int) -> tuple[float, float, int]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--mysql", action="store_true")
+    parser.add_argument("--database", default="bench_console", metavar="NAME",
+                        help="the MySQL database to create and fill (named bench_*; default bench_console)")
     parser.add_argument("--runs", type=int, default=1_000_000)
     parser.add_argument("--repeat", type=int, default=7)
     parser.add_argument("--keep", action="store_true", help="do not drop the filled database at the end")
@@ -175,7 +191,7 @@ def main() -> None:
         django.setup()
         context = contextlib.nullcontext()
     else:
-        context = bench_database(mysql=args.mysql, name="bench_console")
+        context = bench_database(mysql=args.mysql, name=args.database)
     with context as db:
         from django.db import connection
         from django.test import Client
@@ -189,6 +205,11 @@ def main() -> None:
             ids = fill(args.runs)
             if args.keep:
                 db.cleanup = lambda: print(f"kept: {db.url}")
+        from django.conf import settings
+        from django.core.management import call_command
+
+        if not (settings.STATIC_ROOT / "staticfiles.json").exists():  # DEBUG off: pages need the manifest
+            call_command("collectstatic", interactive=False, verbosity=0)
         client = Client()
         client.force_login(ids["owner"])
         base = "/admin/diagnosis/diagnosisrun/"
@@ -209,6 +230,7 @@ def main() -> None:
             ("filter: model = qwen-plus", f"{base}?model=qwen-plus"),
             ("filter: latency 20000- ms", f"{base}?latency=20000-"),
             ("filter: tokens 10000-10400", f"{base}?tokens=10000-10400"),
+            ("filter: service = ledger-service", f"{base}?service=ledger-service"),
             ("filter: status FAILED", f"{base}?status__exact=FAILED"),
             ("filter: degraded", f"{base}?degraded__exact=1"),
             ("filter: verdict LOW_CONFID", f"{base}?verdict=LOW_CONFID"),
@@ -224,6 +246,27 @@ def main() -> None:
         for label, url in cases:
             median, p95, status = time_get(client, url, args.repeat)
             print(f"{label:<44} {median:>10.1f} {p95:>8.1f}  {status}", flush=True)
+        # The text search without the page around it: the lookup, the first page's ids, the capped count.
+        from diagnosis.models import DiagnosisRun
+        from traces.search import TEXT_MATCHES, runs_lookup
+
+        def search_alone(term: str) -> str:
+            lookup = runs_lookup(DiagnosisRun.objects.all(), term)
+            rows = lookup.queryset.order_by("-created_at", "-id")
+            list(rows.values_list("id", flat=True)[:50])
+            return f"{lookup.kind}, {rows.order_by().values('pk')[:TEXT_MATCHES].count()} matches"
+
+        print(f"{'search alone (lookup, first page, count)':<44} {'median ms':>10} {'p95 ms':>8}  path")
+        for term in ("connection pool", "kafka consumer lag", "数据库连接池", "内存泄漏", "ledger"):
+            outcome = search_alone(term)
+            samples = []
+            for _ in range(args.repeat):
+                t0 = time.perf_counter()
+                search_alone(term)
+                samples.append((time.perf_counter() - t0) * 1000)
+            samples.sort()
+            print(f"{'  ' + term:<44} {samples[len(samples) // 2]:>10.1f} {percentile(samples, 95):>8.1f}  {outcome}",
+                  flush=True)
 
 
 if __name__ == "__main__":

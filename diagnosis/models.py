@@ -8,6 +8,9 @@ from __future__ import annotations
 
 from django.conf import settings
 from django.db import models
+from django.db.models import F
+from django.db.models.fields.json import KT
+from django.db.models.functions import Left
 
 from diagnosis.ids import new_run_id
 
@@ -101,6 +104,18 @@ class DiagnosisRun(models.Model):
     claim_token = models.CharField(max_length=32, blank=True, default="")
     # A PENDING run past the queue deadline is published again once (requeued_at), then failed queue_lost.
     requeued_at = models.DateTimeField(null=True, blank=True)
+    # Console search columns (traces/search.py, the run list's filters): computed by the database from
+    # the columns above, so no writer sets them. question_terms holds the question's CJK bigrams for
+    # databases whose full-text index cannot split Chinese (set on save by traces.fulltext).
+    root_service = models.GeneratedField(
+        expression=Left(KT("diagnosis__rootCause__service"), 128),
+        output_field=models.CharField(max_length=128, null=True), db_persist=False,
+    )
+    tokens_total = models.GeneratedField(
+        expression=F("prompt_tokens") + F("completion_tokens"), output_field=models.PositiveIntegerField(),
+        db_persist=False,
+    )
+    question_terms = models.TextField(null=True, blank=True, editable=False)
 
     TERMINAL = (Status.SUCCESS, Status.FAILED)
 
@@ -121,6 +136,9 @@ class DiagnosisRun(models.Model):
             models.Index(fields=["model_name", "created_at"], name="diagnosis_run_model_created"),
             models.Index(fields=["feedback", "created_at"], name="diagnosis_run_feedback_created"),
             models.Index(fields=["duration_ms"], name="diagnosis_run_duration"),
+            models.Index(fields=["root_service", "created_at"], name="diagnosis_run_service_created"),
+            models.Index(fields=["tokens_total"], name="diagnosis_run_tokens_total"),
+            models.Index(fields=["degraded", "created_at"], name="diagnosis_run_degraded_created"),
         ]
 
     def __str__(self) -> str:

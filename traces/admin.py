@@ -12,7 +12,7 @@ from django.contrib.admin.options import IncorrectLookupParameters
 from django.contrib.admin.views.main import SEARCH_VAR
 from django.core.paginator import Paginator
 from django.http import HttpResponseRedirect
-from django.db.models import F, Prefetch
+from django.db.models import Prefetch
 from django.db.models.functions import Substr
 from django.urls import path, reverse
 from django.utils.functional import cached_property
@@ -201,14 +201,10 @@ class RangeFilter(InputFilter):
         if not (self.value() or "").strip():
             return queryset
         low, high = parse_range(self.value())
-        queryset = self.annotate(queryset)
         if low is not None:
             queryset = queryset.filter(**{f"{self.field}__gte": low})
         if high is not None:
             queryset = queryset.filter(**{f"{self.field}__lte": high})
-        return queryset
-
-    def annotate(self, queryset):
         return queryset
 
 
@@ -221,10 +217,17 @@ class LatencyFilter(RangeFilter):
 class TokensFilter(RangeFilter):
     title = "tokens"
     parameter_name = "tokens"
-    field = "rc_total_tokens"
+    field = "tokens_total"  # prompt + completion, computed and indexed by the database
 
-    def annotate(self, queryset):
-        return queryset.alias(rc_total_tokens=F("prompt_tokens") + F("completion_tokens"))
+
+class ServiceFilter(ExactTextFilter):
+    """The service the structured diagnosis names as the root cause. Exact: equality lets the
+    (root_service, created_at) index give the newest first (a prefix range would sort its matches)."""
+
+    title = "root-cause service"
+    parameter_name = "service"
+    field = "root_service"
+    placeholder = "e.g. payment-service"
 
 
 class ToolFilter(admin.SimpleListFilter):
@@ -257,8 +260,8 @@ class DiagnosisRunAdmin(AuditAdmin):
     )
     list_display_links = None
     list_filter = (
-        "status", "agent_flow", "strategy", VerdictFilter, "degraded", FeedbackFilter, ToolFilter, ErrorCodeFilter,
-        ModelNameFilter, LatencyFilter, TokensFilter, ("created_at", admin.DateFieldListFilter),
+        "status", "agent_flow", "strategy", VerdictFilter, "degraded", FeedbackFilter, ServiceFilter, ToolFilter,
+        ErrorCodeFilter, ModelNameFilter, LatencyFilter, TokensFilter, ("created_at", admin.DateFieldListFilter),
     )
     # Searched by `traces.search.runs_lookup`: ids by an indexed prefix lookup, the question by full text.
     search_fields = ("question",)
@@ -271,8 +274,8 @@ class DiagnosisRunAdmin(AuditAdmin):
     ordering = ("-created_at", "-id")
     # The heavy JSON and text columns stay in the database on list pages.
     HEAVY_FIELDS = (
-        "question", "answer", "self_evaluation", "orchestration_trace", "error_message", "feedback_comment",
-        "session__summary", "session__metadata",
+        "question", "question_terms", "answer", "self_evaluation", "orchestration_trace", "error_message",
+        "feedback_comment", "session__summary", "session__metadata",
     )
 
     def get_queryset(self, request):
@@ -373,7 +376,7 @@ class DiagnosisRunAdmin(AuditAdmin):
     def duration(self, run):
         return _duration(run.duration_ms)
 
-    @admin.display(description="tokens", ordering=F("prompt_tokens") + F("completion_tokens"))
+    @admin.display(description="tokens", ordering="tokens_total")
     def tokens(self, run):
         return f"{run.total_tokens:,}"
 
