@@ -276,17 +276,6 @@ class KnowledgeChunk(models.Model):
         return self.chunk_id
 
 
-class ServiceProbe(models.Model):
-    """A row written by the `ping` task: proof that a worker consumed the queue and reached the database."""
-
-    token = models.CharField(max_length=64, unique=True)
-    worker = models.CharField(max_length=255, blank=True)
-    created_at = models.DateTimeField(auto_now_add=True)
-
-    class Meta:
-        db_table = "service_probe"
-
-
 class MaintenanceLock(models.Model):
     """A named lock held by one process at a time until `locked_until` (the reaper's, across workers and
     beat), and what the holder last did: /api/health reports `last_run_at`."""

@@ -26,12 +26,12 @@ from rest_framework.throttling import UserRateThrottle
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from diagnosis.api.errors import ApiError, error_response
+from diagnosis.api.errors import SUBMISSION_ERRORS, ApiError, error_response, submission_error_response
 from diagnosis.ids import is_valid_run_id
 from diagnosis.models import DiagnosisRun
 from diagnosis.observability import metrics
 from diagnosis.selectors import run_events_after, run_evidence_checked, run_get_for_user, run_status, run_suggestions
-from diagnosis.services.chat import BrokerUnavailable, ChatInputError, SessionNotFound, chat_submit
+from diagnosis.services.submission import run_submit
 from diagnosis.services.live_progress import live_events, run_wait_terminal, stream_slots
 from diagnosis.services.strategy import MODES
 
@@ -107,20 +107,6 @@ class RunOutput(serializers.Serializer):
     links = serializers.DictField(child=serializers.URLField())
 
 
-SUBMISSION_ERRORS = (ChatInputError, BrokerUnavailable, SessionNotFound)
-
-
-def submission_error_response(exc: Exception) -> Response:
-    """The answer to a refused submission (chat and alert analysis alike)."""
-    if isinstance(exc, BrokerUnavailable):
-        return error_response(code="broker_unavailable", status_code=503, headers={"Retry-After": "10"},
-                              message="The task queue (Redis) is unavailable; the run was recorded FAILED. Retry shortly.")
-    if isinstance(exc, SessionNotFound):
-        return error_response(code="not_found", message="session not found", status_code=404, field="sessionId")
-    headers = {"Retry-After": "5"} if exc.status == 429 else None
-    return error_response(code=exc.code, message=exc.message, status_code=exc.status, field=exc.field, headers=headers)
-
-
 class ChatThrottle(UserRateThrottle):
     """CHAT_THROTTLE_RATE per user, counted atomically: a fixed-window counter incremented in the cache
     (Redis INCR on a key that expires with its window; the local-memory cache increments under its lock),
@@ -177,7 +163,7 @@ class ChatView(APIView):
         if question is None:
             raise ApiError(code="invalid_input", message="question is required", field="question")
         try:
-            submission = chat_submit(
+            submission = run_submit(
                 user=request.user, question=question, session_id=values.get("sessionId") or values.get("Id"),
                 mode=values["mode"], request_id=values.get("requestId"),
             )

@@ -23,7 +23,7 @@ from diagnosis.llm.schemas import PlannerPlan, is_valid
 from diagnosis.models import AgentStep, ChatSession, DiagnosisRun
 from diagnosis.services import wiring
 from diagnosis.services.knowledge import knowledge_load_folder
-from diagnosis.services.runs import run_execute
+from diagnosis.services.execution import run_execute
 from diagnosis.tools.backends.demo import DemoBackend
 
 INVOCATION_RE = re.compile(r"\binv-[0-9a-f]{8}\b")
