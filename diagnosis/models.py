@@ -9,6 +9,7 @@ from __future__ import annotations
 from django.conf import settings
 from django.db import models
 
+from diagnosis import contracts
 from diagnosis.ids import new_run_id
 
 
@@ -45,10 +46,7 @@ class DiagnosisRun(models.Model):
         SUCCESS = "SUCCESS"
         FAILED = "FAILED"
 
-    class Verdict(models.TextChoices):
-        PASS = "PASS"
-        LOW_CONFID = "LOW_CONFID"
-        REJECT = "REJECT"
+    Verdict = models.TextChoices("Verdict", [v.name for v in contracts.Verdict])  # one Verdict: contracts.py
 
     class Feedback(models.TextChoices):
         USEFUL = "useful"

@@ -13,7 +13,8 @@ from typing import Any, Mapping
 
 from diagnosis.agents.catalog import load_catalog, prompt, prompt_echoed
 from diagnosis.agents.runtime import AgentContext, fence_tool_output, question_language
-from diagnosis.answer_render import ANSWER_PLAN_VERSION, render_answer, validate_answer_plan
+from diagnosis.answer_render import render_answer, validate_answer_plan
+from diagnosis.contracts import ANSWER_PLAN_VERSION, EXECUTOR_EVIDENCE_VERSION
 from diagnosis.gatekeeper import project_verified_input, verify_bindings
 from diagnosis.graph.state import NodeName as N
 from diagnosis.graph.state import NodeStatus as S
@@ -23,7 +24,6 @@ from diagnosis.graph.topology import DiagnosisNodes
 from diagnosis.llm.base import ModelError, ModelInvalidOutputError
 from diagnosis.tools.registry import ALLOWED_TOOLS, BLOCKED, openai_tool_specs
 
-INVOCATION_REF_RE = re.compile(r"\binv-[0-9a-f]{8}\b")
 MAX_PLAN_STEPS = 12
 STATUS_BY_KIND = {"retryable": S.RETRYABLE_FAILED, "non_retryable": S.NON_RETRYABLE_FAILED, "invalid_output": S.INVALID_OUTPUT}
 
@@ -71,7 +71,7 @@ def validate_plan(plan: Any) -> dict:
 
 
 def validate_evidence(output: Any) -> dict:
-    if not isinstance(output, dict) or output.get("version") != "executor_evidence_v2":
+    if not isinstance(output, dict) or output.get("version") != EXECUTOR_EVIDENCE_VERSION:
         raise _invalid("executor output must be an executor_evidence_v2 object", "version")
     if not isinstance(output.get("claims"), list):
         raise _invalid("executor output needs a 'claims' list", "claims")
@@ -79,7 +79,7 @@ def validate_evidence(output: Any) -> dict:
         if not isinstance(claim, dict) or not isinstance(claim.get("claim_id"), str) or not isinstance(claim.get("evidence"), list):
             raise _invalid(f"claims[{i}] needs a claim_id and an evidence list", f"claims[{i}]")
     return {
-        "version": "executor_evidence_v2", "summary": str(output.get("summary", ""))[:2000],
+        "version": EXECUTOR_EVIDENCE_VERSION, "summary": str(output.get("summary", ""))[:2000],
         "claims": output["claims"][:50],
         "open_questions": [q for q in _list(output.get("open_questions")) if isinstance(q, str)][:20],
     }

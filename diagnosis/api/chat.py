@@ -26,7 +26,8 @@ from rest_framework.throttling import UserRateThrottle
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from diagnosis.api.errors import SUBMISSION_ERRORS, ApiError, error_response, submission_error_response
+from diagnosis.api.errors import SUBMISSION_ERRORS, ApiError, submission_error_response
+from diagnosis.contracts import RUN_ID_PATTERN
 from diagnosis.ids import is_valid_run_id
 from diagnosis.models import DiagnosisRun
 from diagnosis.observability import metrics
@@ -203,7 +204,7 @@ chat_view.cls, chat_view.initkwargs = ChatView, {}  # the OpenAPI schema describ
 
 def _run_or_404(request, run_id: str) -> DiagnosisRun:
     if not is_valid_run_id(run_id):
-        raise ApiError(code="invalid_input", message="runId must match ^run-[0-9a-f]{32}$", field="runId")
+        raise ApiError(code="invalid_input", message=f"runId must match {RUN_ID_PATTERN}", field="runId")
     run = run_get_for_user(user=request.user, run_id=run_id)
     if run is None:
         raise ApiError(code="not_found", message="run not found", status_code=404, field="runId")

@@ -10,6 +10,7 @@ from rest_framework.views import APIView
 
 from diagnosis.api.chat import ChatThrottle, RunOutput, run_summary
 from diagnosis.api.errors import ApiError, error_response, submission_error_response
+from diagnosis.contracts import RUN_ID_PATTERN
 from diagnosis.ids import is_valid_run_id
 from diagnosis.models import DiagnosisRun
 from diagnosis.services.submission import BrokerUnavailable
@@ -45,7 +46,7 @@ class ReplayView(APIView):
                                "invocation with not_in_recording.")
     def post(self, request, run_id: str):
         if not is_valid_run_id(run_id):
-            raise ApiError(code="invalid_input", message="runId must match ^run-[0-9a-f]{32}$", field="runId")
+            raise ApiError(code="invalid_input", message=f"runId must match {RUN_ID_PATTERN}", field="runId")
         data = self.ReplayInputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         values = data.validated_data

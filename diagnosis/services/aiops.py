@@ -22,6 +22,7 @@ from django.db import transaction
 from diagnosis.agents.aiops import ACTIVE_STATES, INACTIVE_STATES, MAX_ROUNDS, AlertSupervisor, alert_record
 from diagnosis.agents.catalog import prompt_audit
 from diagnosis.agents.results import bounded_audit
+from diagnosis.contracts import RunResult
 from diagnosis.models import DiagnosisRun, RunEvent
 from diagnosis.redaction import redact_text, redact_value
 from diagnosis.services import memory
@@ -273,12 +274,12 @@ def aiops_execute(rc: RunContext) -> DiagnosisRun | None:
         "prompt_audit": prompt_audit(),
     })
     if not report:
-        return rc.fail(code="missing_answer", message="the alert analysis produced no report", self_evaluation=evaluation)
+        return rc.fail(code="missing_answer", message="the alert analysis produced no report",
+                       partial=RunResult(self_evaluation=evaluation))
     # The report goes out before the terminal status: a stream that sees the run finished has it already.
     publish(REPORT_EVENT, {"reportMarkdown": report, "degraded": outcome.degraded,
                            "citedInvocationIds": outcome.cited_invocation_ids,
                            "alertsTotal": len(outcome.alerts), "alertsSource": outcome.alerts_source})
-    done = rc.succeed(answer=report, degraded=outcome.degraded, effective_verdict="", self_evaluation=evaluation,
-                      orchestration_trace=None, status_event={"degraded": outcome.degraded, "verdict": None})
+    done = rc.succeed(RunResult(answer=report, degraded=outcome.degraded, self_evaluation=evaluation))
     memory.memory_append(session=run.session, run=done)
     return done

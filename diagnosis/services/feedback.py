@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from django.db import transaction
 from django.utils import timezone
 
+from diagnosis.contracts import BINDING_FIELDS, SelfEvaluation
 from diagnosis.models import CaseLibraryEntry, DiagnosisRun, ToolInvocation
 from diagnosis.redaction import redact_text
 
@@ -54,26 +55,17 @@ class FeedbackGiven:
     case: CaseLibraryEntry | None
 
 
-BINDING_FIELDS = ("source_invocation_id", "tool_name", "raw_path", "evidence_excerpt")
 MAX_CASE_CLAIMS = 20
 
 
 def verified_claims(self_evaluation) -> list[dict]:
     """The run's claims that passed the Gatekeeper, each with only its verified bindings."""
-    verifier = self_evaluation.get("verifier_evaluation") if isinstance(self_evaluation, dict) else None
-    verified = verifier.get("verified_executor_output") if isinstance(verifier, dict) else None
-    claims = verified.get("claims") if isinstance(verified, dict) else None
-    if not isinstance(claims, list):
-        return []
     kept = []
-    for claim in claims[:MAX_CASE_CLAIMS]:
-        if not isinstance(claim, dict) or not isinstance(claim.get("statement"), str) or not claim["statement"].strip():
-            continue
-        evidence = [{k: str(b.get(k, ""))[:2000] for k in BINDING_FIELDS}
-                    for b in claim.get("evidence") or [] if isinstance(b, dict)]
+    for claim in SelfEvaluation.read(self_evaluation).verified_claims[:MAX_CASE_CLAIMS]:
+        evidence = [{k: str(b.get(k, ""))[:2000] for k in BINDING_FIELDS} for b in claim.evidence]
         if evidence:
-            kept.append({"claim_id": str(claim.get("claim_id", ""))[:64], "statement": claim["statement"].strip()[:2000],
-                         "evidence": evidence})
+            kept.append({"claim_id": str(claim.claim_id if claim.claim_id is not None else "")[:64],
+                         "statement": claim.statement.strip()[:2000], "evidence": evidence})
     return kept
 
 

@@ -26,6 +26,7 @@ from django.db.models import Count, Q, Sum
 from django.utils import timezone
 
 from diagnosis import tasks
+from diagnosis.contracts import RunCounts, RunResult
 from diagnosis.graph.trace import build_orchestration_trace
 from diagnosis.models import AgentStep, DiagnosisRun, MaintenanceLock, RunEvent, ToolInvocation
 from diagnosis.services.lifecycle import RunTransitionError, run_fail
@@ -88,9 +89,9 @@ def run_reap(*, run_id: str, lease_seconds: float | None = None) -> DiagnosisRun
         failed = run_fail(
             run_id=run_id, error_code=WORKER_LOST,
             error_message=f"the worker stopped sending heartbeats (last {last}, lease {lease:g}s); partial steps and trace are kept",
-            orchestration_trace=trace,
-            step_count=steps["n"] or 0, tool_count=ToolInvocation.objects.filter(run_id=run.pk).count(),
-            prompt_tokens=steps["p"] or 0, completion_tokens=steps["c"] or 0,
+            partial=RunResult(orchestration_trace=trace),
+            counts=RunCounts(step_count=steps["n"] or 0, tool_count=ToolInvocation.objects.filter(run_id=run.pk).count(),
+                             prompt_tokens=steps["p"] or 0, completion_tokens=steps["c"] or 0),
         )
     except RunTransitionError:
         return None

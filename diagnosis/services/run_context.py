@@ -16,6 +16,7 @@ from django.db import transaction
 
 from diagnosis.agents.catalog import catalog_version
 from diagnosis.agents.runtime import AgentContext, RunBudget
+from diagnosis.contracts import RunCounts, RunResult
 from diagnosis.models import DiagnosisRun
 from diagnosis.services.lease import RunLease
 from diagnosis.services.lifecycle import RunTransitionError, run_fail, run_heartbeat, run_succeed
@@ -45,26 +46,29 @@ def run_budget() -> RunBudget:
                      max_seconds=settings.DIAGNOSIS_MAX_SECONDS)
 
 
-def run_finish_failed(run: DiagnosisRun, publish, *, code: str, message: str, **results) -> DiagnosisRun | None:
-    """FAILED with the terminal status event, in one transaction fenced by the worker's claim."""
+def run_finish_failed(run: DiagnosisRun, publish, *, code: str, message: str, partial: RunResult | None = None,
+                      counts: RunCounts | None = None) -> DiagnosisRun | None:
+    """FAILED with the terminal status event, in one transaction fenced by the worker's claim; `partial`
+    is the audit that really exists."""
     lease = run_lease_of(publish)
     try:
         with transaction.atomic():
             publish("status", {"status": Status.FAILED, "errorCode": code, "errorMessage": message[:500]})
             return run_fail(run_id=run.run_id, error_code=code, error_message=message,
-                            token=lease.token if lease else None, **results)
+                            token=lease.token if lease else None, partial=partial, counts=counts)
     except RunTransitionError:
         logger.error("run %s could not be recorded FAILED (%s): it is no longer RUNNING", run.run_id, code)
         return None
 
 
-def run_finish_succeeded(run: DiagnosisRun, publish, *, answer: str, status_event: dict, **results) -> DiagnosisRun:
+def run_finish_succeeded(run: DiagnosisRun, publish, *, result: RunResult, status_event: dict,
+                         counts: RunCounts | None = None) -> DiagnosisRun:
     """SUCCESS with the terminal status event, in one transaction fenced by the worker's claim: a reaped
     worker saves neither."""
     lease = run_lease_of(publish)
     with transaction.atomic():
         publish("status", {"status": Status.SUCCESS, **status_event})
-        return run_succeed(run_id=run.run_id, answer=answer, token=lease.token if lease else None, **results)
+        return run_succeed(run_id=run.run_id, result=result, counts=counts, token=lease.token if lease else None)
 
 
 def run_keep_alive(run: DiagnosisRun, publish) -> None:
@@ -91,17 +95,18 @@ class RunContext:
     def heartbeat(self) -> None:
         run_keep_alive(self.run, self.publish)
 
-    def counts(self) -> dict:
-        """The run's counters as `run_succeed` / `run_fail` take them."""
-        return {
-            "step_count": self.recorder.step_count, "tool_count": self.recorder.tool_count,
-            "prompt_tokens": self.budget.prompt_tokens, "completion_tokens": self.budget.completion_tokens,
-            "model_name": ", ".join(sorted(self.agent.models_used))[:128], "prompt_version": catalog_version(),
-        }
+    def counts(self) -> RunCounts:
+        return RunCounts(
+            step_count=self.recorder.step_count, tool_count=self.recorder.tool_count,
+            prompt_tokens=self.budget.prompt_tokens, completion_tokens=self.budget.completion_tokens,
+            model_name=", ".join(sorted(self.agent.models_used))[:128], prompt_version=catalog_version(),
+        )
 
-    def fail(self, *, code: str, message: str, **results) -> DiagnosisRun | None:
-        return run_finish_failed(self.run, self.publish, code=code, message=message, **results, **self.counts())
+    def fail(self, *, code: str, message: str, partial: RunResult | None = None) -> DiagnosisRun | None:
+        return run_finish_failed(self.run, self.publish, code=code, message=message, partial=partial,
+                                 counts=self.counts())
 
-    def succeed(self, *, answer: str, status_event: dict, **results) -> DiagnosisRun:
-        return run_finish_succeeded(self.run, self.publish, answer=answer, status_event=status_event, **results,
-                                    **self.counts())
+    def succeed(self, result: RunResult) -> DiagnosisRun:
+        """SUCCESS; the status event carries `degraded` and the served verdict."""
+        return run_finish_succeeded(self.run, self.publish, result=result, counts=self.counts(), status_event={
+            "degraded": result.degraded, "verdict": str(result.effective_verdict) if result.effective_verdict else None})

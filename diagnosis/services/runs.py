@@ -12,6 +12,7 @@ from diagnosis.agents.nodes import DiagnosisAgents
 from diagnosis.agents.results import map_run_result
 from diagnosis.agents.runtime import question_language, simple_fallback_answer
 from diagnosis.answer_render import render_simple_answer
+from diagnosis.contracts import RunResult
 from diagnosis.graph.engine import GraphRunError, RunConfig
 from diagnosis.graph.state import StateKey as K
 from diagnosis.graph.topology import DIAGNOSIS_RECURSION_LIMIT, build_diagnosis_graph, initial_diagnosis_state
@@ -40,18 +41,15 @@ def diagnosis_execute(rc: RunContext) -> DiagnosisRun | None:
     except GraphRunError as exc:
         partial = exc.partial_state or {}
         events = list(partial.get(K.ORCHESTRATION_EVENTS) or ())
-        return rc.fail(
-            code=exc.code, message=str(exc),
-            orchestration_trace=build_orchestration_trace(events, partial, interrupted_at=exc.node) if events else None,
-        )
-    mapped = map_run_result(state=state, outcomes=rc.tools.outcomes, budget=rc.budget.to_dict(rc.tools),
+        trace = build_orchestration_trace(events, partial, interrupted_at=exc.node) if events else None
+        return rc.fail(code=exc.code, message=str(exc), partial=RunResult(orchestration_trace=trace))
+    result = map_run_result(state=state, outcomes=rc.tools.outcomes, budget=rc.budget.to_dict(rc.tools),
                             prompt_audit=prompt_audit())
-    if not mapped["answer"].strip():
+    if not result.answer.strip():
         return rc.fail(code="missing_answer", message="the graph ended without an answer",
-                       orchestration_trace=mapped["orchestration_trace"], self_evaluation=mapped["self_evaluation"])
-    answer = mapped.pop("answer")
-    done = rc.succeed(answer=answer, **mapped, status_event={"degraded": bool(mapped.get("degraded")),
-                                                             "verdict": mapped.get("effective_verdict") or None})
+                       partial=RunResult(orchestration_trace=result.orchestration_trace,
+                                         self_evaluation=result.self_evaluation))
+    done = rc.succeed(result)
     memory.memory_append(session=run.session, run=done)
     return done
 
@@ -78,9 +76,8 @@ def simple_execute(rc: RunContext) -> DiagnosisRun | None:
         answer, removed = render_simple_answer(answer, language=question_language(run.question),
                                                prompt_echoed=prompt_echoed)
     rules = {"budget": budget.to_dict(), "fallback_used": bool(reason), "fallback_reason": reason or None}
-    done = rc.succeed(answer=answer, orchestration_trace=None, degraded=bool(reason),
-                      self_evaluation={"rule_evaluation": rules, "prompt_audit": prompt_audit(),
-                                       "simple_audit": {"evidence_checked": False, "removed": removed}},
-                      status_event={"degraded": bool(reason), "verdict": None})
+    done = rc.succeed(RunResult(answer=answer, degraded=bool(reason), self_evaluation={
+        "rule_evaluation": rules, "prompt_audit": prompt_audit(),
+        "simple_audit": {"evidence_checked": False, "removed": removed}}))
     memory.memory_append(session=run.session, run=done)
     return done

@@ -18,7 +18,8 @@ from django.db.models import Q
 from django.utils import timezone
 
 from diagnosis import tasks
-from diagnosis.ids import SESSION_ID_PATTERN, is_valid_session_id, new_session_id
+from diagnosis.contracts import SESSION_ID_PATTERN
+from diagnosis.ids import is_valid_session_id, new_session_id
 from diagnosis.models import ChatSession, DiagnosisRun
 from diagnosis.redaction import redact_text
 from diagnosis.services.lifecycle import RunTransitionError, run_fail

@@ -21,6 +21,7 @@ from diagnosis.services.progress import ProgressPublisher
 from diagnosis.services.reaper import REAPER_LOCK, reaper_pass, run_reap, runs_requeue_lost
 from diagnosis.services.recording import RunRecorder
 from diagnosis.services.execution import run_execute
+from diagnosis.contracts import RunResult
 from diagnosis.services.run_context import run_finish_succeeded
 
 pytestmark = pytest.mark.django_db
@@ -67,7 +68,7 @@ def test_every_write_of_a_reaped_worker_is_refused(make_run, settings):
                                               truncated=False, error_message="", duration_ms=1, retrieval_details=None),
         "event": lambda: publish("node", {"node": "executor"}),
         "heartbeat": lease.fence,
-        "result": lambda: run_finish_succeeded(run, publish, answer="late", status_event={}),
+        "result": lambda: run_finish_succeeded(run, publish, result=RunResult(answer="late"), status_event={}),
     }
     for name, write in attempts.items():
         with pytest.raises(LeaseLost):
