@@ -1,3 +1,4 @@
+# size: one owner for every cross-layer shape is this module's purpose; each shape is a few lines.
 """The shapes that cross layers, each declared once: ids, versions, verdicts, reason codes, the Gatekeeper
 audit, executor evidence, self-evaluation, the orchestration trace and the run result.
 

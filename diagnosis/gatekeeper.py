@@ -1,3 +1,4 @@
+# size: a citation's checks run in one documented order over shared helpers; splitting them would scatter it.
 """The evidence Gatekeeper (SPEC §5): deterministic checks of every claim citation against the tool
 output really recorded in *this* run, and the projection of what passed for the Verifier and Composer.
 

@@ -1,3 +1,4 @@
+# size: one ModelAdmin per audit table, sharing the capped paginator, filters and deferred columns.
 """The audit console (SPEC §8): read-only admin pages over sessions, runs, steps, tool invocations
 and cases, built to stay fast on tables of millions of rows.
 

@@ -10,7 +10,7 @@ from rest_framework.views import APIView
 from diagnosis.api.errors import ApiError
 from diagnosis.contracts import RUN_ID_PATTERN
 from diagnosis.ids import is_valid_run_id
-from diagnosis.services.access import visible_runs
+from diagnosis.selectors import visible_runs
 from traces.replay_compare import compare_runs
 
 

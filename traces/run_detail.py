@@ -1,3 +1,4 @@
+# size: the run-detail page's view model, one section after another (steps, audit, alert analysis, figures).
 """What the run-detail page of the audit console shows, read in three queries whatever the run size.
 
 `run_detail_get` loads the run, its steps and its tool invocations; `run_detail_build` turns them into

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from django.db.models import F, QuerySet
 
 from diagnosis.models import AgentStep, ChatSession, DiagnosisRun, ToolInvocation
-from diagnosis.services.access import visible_runs, visible_sessions
+from diagnosis.selectors import visible_runs, visible_sessions
 
 # What a run list shows; the JSON columns (self_evaluation, orchestration_trace) stay in the database.
 RUN_LIST_FIELDS = (

@@ -17,6 +17,7 @@ from django.utils import timezone
 from diagnosis.contracts import BINDING_FIELDS, SelfEvaluation
 from diagnosis.models import CaseLibraryEntry, DiagnosisRun, ToolInvocation
 from diagnosis.redaction import redact_text
+from diagnosis.services.access import can_publish_cases
 
 Feedback = DiagnosisRun.Feedback
 SUMMARY_MAX_CHARS = 500
@@ -128,8 +129,6 @@ def run_feedback_give(*, user, run: DiagnosisRun, feedback: str, comment: str = 
 
 def case_publish(*, user, case: CaseLibraryEntry, publish: bool = True) -> CaseLibraryEntry:
     """Support staff publish a candidate (or withdraw a published case back to candidate)."""
-    from diagnosis.services.access import can_publish_cases
-
     if not can_publish_cases(user):
         raise CasePublishRefused("only support staff publish cases")
     if publish:

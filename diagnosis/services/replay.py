@@ -27,7 +27,8 @@ from diagnosis.llm.openai_model import build_chat_model
 from diagnosis.models import ChatSession, DiagnosisRun, ToolInvocation
 from diagnosis.services import memory, wiring
 from diagnosis.observability import metrics
-from diagnosis.services.access import SUPPORT_STAFF, visible_runs
+from diagnosis.roles import SUPPORT_STAFF
+from diagnosis.selectors import visible_runs
 from diagnosis.services.recording import RunRecorder
 from diagnosis.services.run_context import RunCannotStart, RunContext, run_lease_of
 from diagnosis.services.runs import diagnosis_execute

@@ -9,7 +9,7 @@ from django.conf import settings
 from django.core.management import CommandError, call_command
 
 from diagnosis.models import DiagnosisRun
-from diagnosis.services import evaluation
+from diagnosis.evaluation import scenarios as evaluation
 
 pytestmark = pytest.mark.django_db
 
