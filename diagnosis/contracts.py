@@ -384,6 +384,7 @@ class VerifierEvaluation:
     verified_executor_output: ExecutorEvidence = field(default_factory=ExecutorEvidence)
     verified_evidence: tuple[dict, ...] = ()
     claim_checks: tuple[dict, ...] = ()
+    suggestions: tuple[str, ...] = ()  # the served answer's advice that was not checked against evidence
     raw: dict = field(default_factory=dict)
 
     @classmethod
@@ -394,6 +395,8 @@ class VerifierEvaluation:
                    verdict_ceiling=text("verdict_ceiling"), gatekeeper_audit=StoredAudit.read(data.get("gatekeeper_audit")),
                    verified_executor_output=ExecutorEvidence.read(data.get("verified_executor_output")),
                    verified_evidence=_dicts(data.get("verified_evidence")), claim_checks=_dicts(data.get("claim_checks")),
+                   suggestions=tuple(s for s in _list(_dict(data.get("answer_render")).get("suggestions"))
+                                     if isinstance(s, str)),
                    raw=data)
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 from django.contrib.auth.models import Group
 from django.db.models import Exists, Q, QuerySet
 
+from diagnosis.contracts import SelfEvaluation
 from diagnosis.models import ChatSession, DiagnosisRun, RunEvent
 from diagnosis.roles import READ_ALL_GROUPS
 
@@ -51,11 +52,7 @@ def run_status(*, run_pk: int) -> str | None:
 
 def run_suggestions(*, run: DiagnosisRun) -> list[str]:
     """The served answer's advice that was not checked against evidence (its labelled section)."""
-    evaluation = run.self_evaluation if isinstance(run.self_evaluation, dict) else {}
-    verifier = evaluation.get("verifier_evaluation") if isinstance(evaluation.get("verifier_evaluation"), dict) else {}
-    render = verifier.get("answer_render") if isinstance(verifier.get("answer_render"), dict) else {}
-    suggestions = render.get("suggestions")
-    return [s for s in suggestions if isinstance(s, str)] if isinstance(suggestions, list) else []
+    return list(SelfEvaluation.read(run.self_evaluation).verifier.suggestions)
 
 
 def run_evidence_checked(*, run: DiagnosisRun) -> bool:

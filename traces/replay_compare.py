@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from diagnosis.contracts import INVOCATION_REF_RE
+from diagnosis.contracts import INVOCATION_REF_RE, SelfEvaluation
 from diagnosis.models import AgentStep, DiagnosisRun, ToolInvocation
 from traces.diff import run_facts, runs_diff
 
@@ -50,8 +50,8 @@ def root_cause(run: DiagnosisRun, verified_claims: list[str]) -> dict:
 
 def unsupported_citations(run: DiagnosisRun) -> int:
     """Invocation ids the answer cites that are not verified evidence of the run: must stay 0."""
-    verified = _dict(_dict(run.self_evaluation).get("verifier_evaluation")).get("verified_evidence") or []
-    verified_ids = {e.get("source_invocation_id") for e in verified if isinstance(e, dict)}
+    verified = SelfEvaluation.read(run.self_evaluation).verifier.verified_evidence
+    verified_ids = {e.get("source_invocation_id") for e in verified}
     return len(set(INVOCATION_REF_RE.findall(run.answer or "")) - verified_ids)
 
 
