@@ -23,6 +23,8 @@ from django.utils.safestring import mark_safe
 from diagnosis.models import (
     AgentStep, CaseLibraryEntry, ChatSession, DiagnosisRun, RunReview, RunReviewEntry, ToolInvocation,
 )
+from diagnosis.services.access import can_publish_cases
+from diagnosis.services.feedback import CasePublishRefused, case_publish
 from diagnosis.tools.registry import ALLOWED_TOOLS
 from traces import admin_views
 from traces.rendering import json_html
@@ -582,8 +584,6 @@ class CaseLibraryEntryAdmin(AuditAdmin):
     actions = ("publish_cases", "withdraw_cases")
 
     def get_actions(self, request):
-        from diagnosis.services.access import can_publish_cases
-
         if not can_publish_cases(request.user):
             return {}
         return super().get_actions(request)
@@ -593,8 +593,6 @@ class CaseLibraryEntryAdmin(AuditAdmin):
         return format_html('<pre class="rc-json">{}</pre>', json_html(case.claims))
 
     def _publish(self, request, queryset, publish: bool):
-        from diagnosis.services.feedback import CasePublishRefused, case_publish
-
         done = 0
         try:
             for case in queryset:

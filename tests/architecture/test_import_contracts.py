@@ -14,6 +14,7 @@ import whether or not its code path runs:
 from __future__ import annotations
 
 import ast
+import re
 from functools import lru_cache
 from pathlib import Path
 
@@ -213,3 +214,17 @@ def test_the_contract_tests_see_the_imports_they_judge():
     assert "diagnosis.services.execution" in _imports("diagnosis.tasks")[1]
     assert any(t.startswith("django") for t in _closure("diagnosis.services.execution"))
     assert "diagnosis.contracts" in {_project(t) for t in _imports("diagnosis.gatekeeper")[0]}
+
+
+# The keys of a run's stored self_evaluation: only diagnosis.contracts reads them back.
+STORED_KEYS = re.compile(r'\.get\(\s*"(verifier_evaluation|gatekeeper_audit|verified_executor_output|verified_evidence'
+                         r'|rule_evaluation|aiops_rule_evaluation|aiops_audit)"')
+
+
+def test_no_module_but_the_contracts_parses_a_stored_self_evaluation():
+    parsers = sorted(
+        f"{path.relative_to(ROOT)}:{number}" for module, path in _modules().items()
+        if module != "diagnosis.contracts" and not _in(module, "diagnosis.llm.offline")
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1) if STORED_KEYS.search(line)
+    )
+    assert not parsers, f"read these through diagnosis.contracts.SelfEvaluation: {parsers}"
