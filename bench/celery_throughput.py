@@ -3,7 +3,7 @@
 MySQL (a fresh database bench_celery) and Redis db 14 (emptied before and after); the offline
 analyser and the demo telemetry, with the demo runbooks loaded. Starts worker processes
 (`celery -A config worker`, prefork; by default two workers of concurrency 1), warms each up, then
-enqueues N runs through `chat_submit` (the same service POST /api/chat calls) and waits until every
+enqueues N runs through `run_submit` (the same service POST /api/chat calls) and waits until every
 run is terminal. With --rate the runs are enqueued at a steady pace instead of all at once, so the queue wait shows
 the dispatch latency below saturation. Reports runs/s from the first run's created_at to the last
 run's finished_at,
@@ -66,7 +66,7 @@ def stop_workers(workers) -> None:
 
 def submit(user, questions, count: int, rate: float | None = None) -> tuple[list[str], list[float]]:
     """Enqueue `count` runs at once, or paced at `rate` runs per second."""
-    from diagnosis.services.chat import chat_submit
+    from diagnosis.services.submission import run_submit
 
     run_ids, latencies = [], []
     begin = time.perf_counter()
@@ -74,7 +74,7 @@ def submit(user, questions, count: int, rate: float | None = None) -> tuple[list
         if rate:
             time.sleep(max(0.0, begin + i / rate - time.perf_counter()))
         start = time.perf_counter()
-        submission = chat_submit(user=user, question=questions[i % len(questions)], mode="diagnosis")
+        submission = run_submit(user=user, question=questions[i % len(questions)], mode="diagnosis")
         latencies.append((time.perf_counter() - start) * 1000)
         run_ids.append(submission.run.run_id)
     return run_ids, latencies
@@ -143,7 +143,7 @@ def main() -> None:
         statuses = Counter(r[0] for r in rows)
         done = [r for r in rows if r[0] in DiagnosisRun.TERMINAL and r[2] and r[3]]
         e50, e95 = summary(enqueue_ms)
-        print(f"enqueue (chat_submit: validate, session, run row, task to Redis) p50 {e50:.2f} ms  p95 {e95:.2f} ms")
+        print(f"enqueue (run_submit: validate, session, run row, task to Redis) p50 {e50:.2f} ms  p95 {e95:.2f} ms")
         print(f"runs: {len(rows)} measured, statuses {dict(statuses)}, verdicts "
               f"{dict(Counter(r[4] or '-' for r in done))}, degraded {sum(1 for r in done if r[5])}"
               + ("" if finished else f"  (TIME CAP of {args.seconds:.0f} s reached)"))

@@ -60,7 +60,7 @@ class TimedGraph:
 def instrument(timer: LayerTimer) -> Patches:
     """Wrap every layer of the run path with the exclusive timer (bench-only monkeypatching)."""
     from diagnosis.agents import nodes
-    from diagnosis.services import memory, progress, recording, runs
+    from diagnosis.services import execution, memory, progress, recording, run_context, runs
     from diagnosis.tools import registry
 
     p = Patches()
@@ -72,8 +72,9 @@ def instrument(timer: LayerTimer) -> Patches:
     pub = progress.ProgressPublisher
     p.set(pub, "__call__", timer.wrap("persist_write", pub.__call__))
     p.set(pub, "__init__", timer.wrap("db_read", pub.__init__))
-    for name in ("run_claim", "run_heartbeat", "run_succeed"):
-        p.set(runs, name, timer.wrap("persist_write", getattr(runs, name)))
+    p.set(execution, "run_claim", timer.wrap("persist_write", execution.run_claim))
+    for name in ("run_heartbeat", "run_succeed"):
+        p.set(run_context, name, timer.wrap("persist_write", getattr(run_context, name)))
     p.set(memory, "memory_append", timer.wrap("persist_write", memory.memory_append))
     p.set(memory, "memory_for_prompt", timer.wrap("db_read", memory.memory_for_prompt))
     agents = nodes.DiagnosisAgents
@@ -132,7 +133,7 @@ def new_run(user, question: str = QUESTION):
 
 
 def execute(user, timer: LayerTimer | None = None):
-    from diagnosis.services.runs import run_execute
+    from diagnosis.services.execution import run_execute
 
     run = new_run(user)
     start = time.perf_counter()

@@ -136,7 +136,6 @@ CELERY_RESULT_EXPIRES = 3600
 CELERY_TASK_DEFAULT_QUEUE = "diagnosis"
 CELERY_TASK_ROUTES = {
     "diagnosis.tasks.execute_run": {"queue": "diagnosis"},
-    "diagnosis.tasks.ping": {"queue": "maintenance"},
     "diagnosis.tasks.reap_stale_runs": {"queue": "maintenance"},
 }
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1

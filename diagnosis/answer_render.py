@@ -23,10 +23,10 @@ from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from diagnosis.contracts import ANSWER_PLAN_VERSION
 from diagnosis.model_text import cap_text, foreign_citations, id_like_tokens, scrub_sentences
 from diagnosis.redaction import redact_text
 
-ANSWER_PLAN_VERSION = "answer_plan_v1"
 SECTIONS = ("root_cause", "evidence", "impact", "timeline")
 KNOWLEDGE_TOOLS = frozenset({"lookup_knowledge"})
 MAX_STATEMENT_CHARS = 400

@@ -1,3 +1,4 @@
+# size: a citation's checks run in one documented order over shared helpers; splitting them would scatter it.
 """The evidence Gatekeeper (SPEC §5): deterministic checks of every claim citation against the tool
 output really recorded in *this* run, and the projection of what passed for the Verifier and Composer.
 
@@ -9,16 +10,18 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable, Collection, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from enum import StrEnum
 from functools import lru_cache
 from typing import Any, Protocol
 
+from diagnosis.contracts import (  # noqa: F401 - the audit's shapes, owned by contracts, used with the checks
+    BINDING_FIELDS, EXECUTOR_EVIDENCE_VERSION, GATEKEEPER_VERSION, BindingAudit, BindingReason, ClaimAudit,
+    GatekeeperResult, Verdict,
+)
 from diagnosis.jsonpath import NOT_FOUND, JsonPathError, Segment, parse, resolve_segments
 from diagnosis.model_text import cap_text, foreign_citations, normalise_model_text
 
-GATEKEEPER_VERSION = "gatekeeper-v1"
-EXECUTOR_EVIDENCE_VERSION = "executor_evidence_v2"
 INVOCATION_SUCCESS = "SUCCESS"
 
 # Minimum excerpt length after whitespace normalisation; CJK characters count double, so 6 CJK
@@ -29,35 +32,6 @@ MIN_EXCERPT_CHARS_FLOOR = 2
 # about them): the model's own words, never evidence.
 REQUEST_KEY = "request"
 KNOWLEDGE_TOOLS = frozenset({"lookup_knowledge"})
-
-BINDING_FIELDS = ("source_invocation_id", "tool_name", "raw_path", "evidence_excerpt")
-
-
-class Verdict(StrEnum):
-    PASS = "PASS"
-    LOW_CONFID = "LOW_CONFID"
-    REJECT = "REJECT"
-
-
-VERDICT_ORDER = {Verdict.REJECT: 0, Verdict.LOW_CONFID: 1, Verdict.PASS: 2}
-
-
-class ReasonCode(StrEnum):
-    """Why one binding (citation) did or did not verify; the checks run in this order."""
-
-    VERIFIED = "verified"
-    MALFORMED_CLAIM = "malformed_claim"  # the claim around the binding is malformed or a duplicate
-    MALFORMED_BINDING = "malformed_binding"  # not an object, or a field missing / not a string / empty
-    INVOCATION_NOT_FOUND = "invocation_not_found"
-    INVOCATION_OTHER_RUN = "invocation_other_run"  # the id exists, but only in another run
-    TOOL_MISMATCH = "tool_mismatch"
-    INVOCATION_FAILED = "invocation_failed"  # status is ERROR or BLOCKED (anything but SUCCESS)
-    PATH_MALFORMED = "path_malformed"  # raw_path is outside the supported JSONPath subset
-    PATH_NOT_EVIDENCE = "path_not_evidence"  # raw_path points into the result's `request` (an echo)
-    PATH_NOT_FOUND = "path_not_found"
-    EXCERPT_TOO_SHORT = "excerpt_too_short"
-    EXCERPT_ECHOES_INPUT = "excerpt_echoes_input"  # it occurs in the question, a tool argument or a prompt
-    EXCERPT_MISMATCH = "excerpt_mismatch"  # not in the cited value, or not on token boundaries
 
 
 class ClaimReason(StrEnum):
@@ -99,113 +73,6 @@ class InvocationLookup(Protocol):
     def lookup(self, invocation_ids: Collection[str]) -> Iterable[InvocationRecord]:
         """Every stored invocation with one of these ids, from any run, in one batch."""
         ...
-
-
-@dataclass(frozen=True)
-class BindingAudit:
-    source_invocation_id: Any
-    tool_name: Any
-    raw_path: Any
-    evidence_excerpt: Any
-    verified: bool
-    reason_code: str
-
-    def binding(self) -> dict[str, Any]:
-        return {name: getattr(self, name) for name in BINDING_FIELDS}
-
-    def to_dict(self) -> dict[str, Any]:
-        return {**self.binding(), "verified": self.verified, "reason_code": str(self.reason_code)}
-
-
-@dataclass(frozen=True)
-class ClaimAudit:
-    claim_id: Any
-    statement: Any
-    verified: bool
-    reason_code: str
-    bindings: tuple[BindingAudit, ...] = ()
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "claim_id": self.claim_id,
-            "statement": self.statement,
-            "verified": self.verified,
-            "reason_code": str(self.reason_code),
-            "bindings": [b.to_dict() for b in self.bindings],
-        }
-
-
-@dataclass(frozen=True)
-class GatekeeperResult:
-    run_id: str
-    verdict: Verdict
-    reason_code: str
-    verified_binding_count: int
-    total_binding_count: int
-    verified_claim_count: int
-    total_claim_count: int
-    claims: tuple[ClaimAudit, ...] = ()
-    version: str = GATEKEEPER_VERSION
-    verdict_ceiling: Verdict = field(init=False)
-    citation_validity: float = field(init=False)
-
-    def __post_init__(self) -> None:
-        # The Verifier may never conclude more than the evidence allows: the ceiling is the verdict.
-        object.__setattr__(self, "verdict_ceiling", self.verdict)
-        validity = self.verified_binding_count / self.total_binding_count if self.total_binding_count else 0.0
-        object.__setattr__(self, "citation_validity", validity)
-
-    @property
-    def audit(self) -> list[dict[str, Any]]:
-        return [c.to_dict() for c in self.claims]
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-serialisable form, for graph state and ``self_evaluation``; ``from_dict`` reverses it."""
-        return {
-            "version": self.version,
-            "run_id": self.run_id,
-            "verdict": str(self.verdict),
-            "verdict_ceiling": str(self.verdict_ceiling),
-            "reason_code": str(self.reason_code),
-            "verified_binding_count": self.verified_binding_count,
-            "total_binding_count": self.total_binding_count,
-            "verified_claim_count": self.verified_claim_count,
-            "total_claim_count": self.total_claim_count,
-            "citation_validity": self.citation_validity,
-            "audit": self.audit,
-        }
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> GatekeeperResult:
-        """Rebuild a result stored with ``to_dict``; raise ValueError when it is not one."""
-        try:
-            claims = tuple(
-                ClaimAudit(
-                    claim_id=c["claim_id"],
-                    statement=c["statement"],
-                    verified=bool(c["verified"]),
-                    reason_code=c["reason_code"],
-                    bindings=tuple(
-                        BindingAudit(**{name: b[name] for name in BINDING_FIELDS},
-                                     verified=bool(b["verified"]), reason_code=b["reason_code"])
-                        for b in c["bindings"]
-                    ),
-                )
-                for c in data["audit"]
-            )
-            return cls(
-                run_id=data["run_id"],
-                verdict=Verdict(data["verdict"]),
-                reason_code=data["reason_code"],
-                verified_binding_count=int(data["verified_binding_count"]),
-                total_binding_count=int(data["total_binding_count"]),
-                verified_claim_count=int(data["verified_claim_count"]),
-                total_claim_count=int(data["total_claim_count"]),
-                claims=claims,
-                version=data.get("version", GATEKEEPER_VERSION),
-            )
-        except (KeyError, TypeError, ValueError) as exc:
-            raise ValueError(f"not a stored gatekeeper result: {exc!r}") from exc
 
 
 # --- excerpt matching --------------------------------------------------------------------------
@@ -344,11 +211,11 @@ def _audit_value(value: Any) -> Any:
     return text[:200]
 
 
-def _binding_audit(binding: Any, reason: ReasonCode) -> BindingAudit:
+def _binding_audit(binding: Any, reason: BindingReason) -> BindingAudit:
     fields = binding if isinstance(binding, Mapping) else {}
     return BindingAudit(
         **{name: _audit_value(fields.get(name)) for name in BINDING_FIELDS},
-        verified=reason is ReasonCode.VERIFIED,
+        verified=reason is BindingReason.VERIFIED,
         reason_code=reason,
     )
 
@@ -380,38 +247,38 @@ class _BindingChecker:
         self._echoes = echoes
         self._haystacks = _Haystacks()
 
-    def check(self, binding: Any) -> ReasonCode:
+    def check(self, binding: Any) -> BindingReason:
         if not _well_formed_binding(binding):
-            return ReasonCode.MALFORMED_BINDING
+            return BindingReason.MALFORMED_BINDING
         invocation_id = binding["source_invocation_id"]
         candidates = self._records.get(invocation_id)
         if not candidates:
-            return ReasonCode.INVOCATION_NOT_FOUND
+            return BindingReason.INVOCATION_NOT_FOUND
         # Invocation ids are unique per run only: pick this run's record among all the runs'.
         record = next((r for r in candidates if r.run_id == self._run_id), None)
         if record is None:
-            return ReasonCode.INVOCATION_OTHER_RUN
+            return BindingReason.INVOCATION_OTHER_RUN
         if record.tool_name != binding["tool_name"]:
-            return ReasonCode.TOOL_MISMATCH
+            return BindingReason.TOOL_MISMATCH
         if record.status != INVOCATION_SUCCESS:
-            return ReasonCode.INVOCATION_FAILED
+            return BindingReason.INVOCATION_FAILED
         try:
             segments = parse(binding["raw_path"])
         except JsonPathError:
-            return ReasonCode.PATH_MALFORMED
+            return BindingReason.PATH_MALFORMED
         if segments and segments[0] == REQUEST_KEY:
-            return ReasonCode.PATH_NOT_EVIDENCE
+            return BindingReason.PATH_NOT_EVIDENCE
         value = resolve_segments(observed_part(record.result), segments)
         if value is NOT_FOUND:
-            return ReasonCode.PATH_NOT_FOUND
+            return BindingReason.PATH_NOT_FOUND
         needle = normalise_whitespace(binding["evidence_excerpt"])
         if excerpt_length(needle) < self._min_chars:
-            return ReasonCode.EXCERPT_TOO_SHORT
+            return BindingReason.EXCERPT_TOO_SHORT
         if self._echoes.echoes(needle):
-            return ReasonCode.EXCERPT_ECHOES_INPUT
+            return BindingReason.EXCERPT_ECHOES_INPUT
         if not self._haystacks.contains((invocation_id, segments), value, needle):
-            return ReasonCode.EXCERPT_MISMATCH
-        return ReasonCode.VERIFIED
+            return BindingReason.EXCERPT_MISMATCH
+        return BindingReason.VERIFIED
 
 
 def observed_part(result: Any) -> Any:
@@ -496,7 +363,7 @@ def verify_bindings(
         fields = claim if isinstance(claim, Mapping) else {}
         claim_id, statement = _audit_value(fields.get("claim_id")), _audit_value(fields.get("statement"))
         if problem is not None:
-            binding_audits = tuple(_binding_audit(b, ReasonCode.MALFORMED_CLAIM) for b in bindings)
+            binding_audits = tuple(_binding_audit(b, BindingReason.MALFORMED_CLAIM) for b in bindings)
             audits.append(ClaimAudit(claim_id, statement, False, problem, binding_audits))
             continue
         binding_audits = tuple(_binding_audit(b, checker.check(b)) for b in bindings)
@@ -588,23 +455,3 @@ def project_verified_input(
     )
     verified_output = {"version": EXECUTOR_EVIDENCE_VERSION, "summary": summary, "claims": claims, "open_questions": []}
     return verified_output, evidence
-
-
-def _as_verdict(value: Any) -> Verdict | None:
-    if isinstance(value, str):
-        try:
-            return Verdict(value.strip().upper())
-        except ValueError:
-            return None
-    return None
-
-
-def effective_verdict(model_verdict: Any, ceiling: Any) -> Verdict:
-    """The lower of the Verifier's verdict and the Gatekeeper ceiling (REJECT < LOW_CONFID < PASS).
-
-    Either side missing or unknown (after trimming and upper-casing) fails closed to REJECT.
-    """
-    model, cap = _as_verdict(model_verdict), _as_verdict(ceiling)
-    if model is None or cap is None:
-        return Verdict.REJECT
-    return min(model, cap, key=VERDICT_ORDER.__getitem__)

@@ -1,12 +1,9 @@
 """Public identifiers: run ids, session ids and the short invocation ids that claims cite."""
 
-import re
 import secrets
 import uuid
 
-SESSION_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$")
-RUN_ID_RE = re.compile(r"^run-[0-9a-f]{32}$")
-INVOCATION_ID_RE = re.compile(r"^inv-[0-9a-f]{8}$")
+from diagnosis.contracts import RUN_ID_RE, SESSION_ID_RE
 
 
 def new_run_id() -> str:

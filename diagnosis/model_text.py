@@ -13,6 +13,8 @@ import unicodedata
 from collections.abc import Collection
 from typing import Any
 
+from diagnosis.contracts import CANONICAL_CITATION_RE
+
 # Dashes, minus signs and other characters a reader takes for "-" (NFKC keeps most of them).
 HYPHEN_LOOKALIKES = (
     "\u00ad\u02d7\u058a\u05be\u1400\u1806\u2010\u2011\u2012\u2013\u2014\u2015\u2043\u207b\u208b\u2212"
@@ -20,7 +22,6 @@ HYPHEN_LOOKALIKES = (
 )
 _HYPHENS = str.maketrans({c: "-" for c in HYPHEN_LOOKALIKES})
 
-CANONICAL_CITATION_RE = re.compile(r"(?<![0-9A-Za-z_])inv-[0-9a-f]{8}(?![0-9A-Za-z_])")
 # Anything a reader could take for an invocation id, searched in *normalised* text: any case, any
 # separator (or none), any number of hex digits or other letters after it.
 # "inventory-service" or "invalid" are words, not ids: after a separator the token must start with

@@ -12,6 +12,7 @@ from django.db.models import F
 from django.db.models.fields.json import KT
 from django.db.models.functions import Left
 
+from diagnosis import contracts
 from diagnosis.ids import new_run_id
 
 
@@ -48,10 +49,7 @@ class DiagnosisRun(models.Model):
         SUCCESS = "SUCCESS"
         FAILED = "FAILED"
 
-    class Verdict(models.TextChoices):
-        PASS = "PASS"
-        LOW_CONFID = "LOW_CONFID"
-        REJECT = "REJECT"
+    Verdict = models.TextChoices("Verdict", [v.name for v in contracts.Verdict])  # one Verdict: contracts.py
 
     class Feedback(models.TextChoices):
         USEFUL = "useful"
@@ -294,17 +292,6 @@ class KnowledgeChunk(models.Model):
 
     def __str__(self) -> str:
         return self.chunk_id
-
-
-class ServiceProbe(models.Model):
-    """A row written by the `ping` task: proof that a worker consumed the queue and reached the database."""
-
-    token = models.CharField(max_length=64, unique=True)
-    worker = models.CharField(max_length=255, blank=True)
-    created_at = models.DateTimeField(auto_now_add=True)
-
-    class Meta:
-        db_table = "service_probe"
 
 
 class MaintenanceLock(models.Model):

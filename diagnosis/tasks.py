@@ -1,4 +1,7 @@
-"""Celery tasks: thin wrappers that take ids and call services."""
+"""Celery tasks: thin wrappers that take ids and call services.
+
+Services import this module at the top (to enqueue); a task imports its service inside its body, so the
+import graph has no cycle (the HackSoft direction)."""
 
 from __future__ import annotations
 
@@ -6,21 +9,14 @@ import socket
 
 from celery import shared_task
 
-from diagnosis.models import ServiceProbe
 from diagnosis.observability.runs import observed_run
-from diagnosis.services.runs import run_execute
-
-
-@shared_task(name="diagnosis.tasks.ping")
-def ping(token: str) -> str:
-    """Write a probe row: proves a worker consumed the queue and can reach the database."""
-    ServiceProbe.objects.get_or_create(token=token, defaults={"worker": socket.gethostname()})
-    return token
 
 
 @shared_task(name="diagnosis.tasks.execute_run", bind=True, acks_late=True, reject_on_worker_lost=True)
 def execute_run(self, run_id: str) -> str | None:
     """Execute one run. Idempotent: a redelivered message for a finished or live run does nothing."""
+    from diagnosis.services.execution import run_execute
+
     with observed_run(run_id):  # log context (run_id, session_id) and trace export
         run = run_execute(run_id=run_id, task_id=self.request.id or "")
     return run.status if run else None

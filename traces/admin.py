@@ -1,3 +1,4 @@
+# size: one ModelAdmin per audit table, sharing the capped paginator, filters and deferred columns.
 """The audit console (SPEC §8): read-only admin pages over sessions, runs, steps, tool invocations
 and cases, built to stay fast on tables of millions of rows.
 
@@ -22,6 +23,8 @@ from django.utils.safestring import mark_safe
 from diagnosis.models import (
     AgentStep, CaseLibraryEntry, ChatSession, DiagnosisRun, RunReview, RunReviewEntry, ToolInvocation,
 )
+from diagnosis.services.access import can_publish_cases
+from diagnosis.services.feedback import CasePublishRefused, case_publish
 from diagnosis.tools.registry import ALLOWED_TOOLS
 from traces import admin_views
 from traces.rendering import json_html
@@ -584,8 +587,6 @@ class CaseLibraryEntryAdmin(AuditAdmin):
     actions = ("publish_cases", "withdraw_cases")
 
     def get_actions(self, request):
-        from diagnosis.services.access import can_publish_cases
-
         if not can_publish_cases(request.user):
             return {}
         return super().get_actions(request)
@@ -595,8 +596,6 @@ class CaseLibraryEntryAdmin(AuditAdmin):
         return format_html('<pre class="rc-json">{}</pre>', json_html(case.claims))
 
     def _publish(self, request, queryset, publish: bool):
-        from diagnosis.services.feedback import CasePublishRefused, case_publish
-
         done = 0
         try:
             for case in queryset:

@@ -12,6 +12,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
+from diagnosis.contracts import SelfEvaluation, StoredAudit, orchestration_trace_read
+
 
 def _dict(value: Any) -> dict:
     return value if isinstance(value, dict) else {}
@@ -48,29 +50,29 @@ class RunFacts:
         return self.prompt_tokens + self.completion_tokens
 
 
-def _claims(audit: dict) -> tuple[list[str], list[str]]:
+def _claims(audit: StoredAudit | None) -> tuple[list[str], list[str]]:
     verified, rejected = [], []
-    for claim in _list(audit.get("audit")):
-        if isinstance(claim, dict) and isinstance(claim.get("statement"), str):
-            (verified if claim.get("verified") is True else rejected).append(claim["statement"].strip())
+    for claim in audit.claims if audit else ():
+        if isinstance(claim.statement, str):
+            (verified if claim.verified else rejected).append(claim.statement.strip())
     return verified, rejected
 
 
 def run_facts(run: Any, invocations: list[Any]) -> RunFacts:
     """The facts of `run` (anything with DiagnosisRun's attributes) and its tool invocations (in call order)."""
-    evaluation = _dict(run.self_evaluation)
-    trace = _dict(run.orchestration_trace)
+    evaluation = SelfEvaluation.read(run.self_evaluation)
+    trace = orchestration_trace_read(run.orchestration_trace) or {}
     route = [
         f"{t.get('from')} → {t.get('to')} ({t.get('reason_code', '')})"
         for t in _list(trace.get("transitions")) if isinstance(t, dict)
     ]
-    verified, rejected = _claims(_dict(_dict(evaluation.get("verifier_evaluation")).get("gatekeeper_audit")))
-    aiops = _dict(evaluation.get("aiops_audit"))
+    verified, rejected = _claims(evaluation.verifier.gatekeeper_audit)
+    aiops = evaluation.aiops_audit
     if aiops:
         route = route or [f"{d.get('decision')} {d.get('task_id') or ''}".strip()
                           for d in _list(aiops.get("decisions")) if isinstance(d, dict)]
         for task in _list(aiops.get("tasks")):
-            more_verified, more_rejected = _claims(_dict(_dict(task).get("gatekeeper")))
+            more_verified, more_rejected = _claims(StoredAudit.read(_dict(task).get("gatekeeper")))
             verified += more_verified
             rejected += more_rejected
     return RunFacts(

@@ -8,8 +8,9 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from diagnosis.api.errors import ApiError
+from diagnosis.contracts import RUN_ID_PATTERN
 from diagnosis.ids import is_valid_run_id
-from diagnosis.services.access import visible_runs
+from diagnosis.selectors import visible_runs
 from traces.replay_compare import compare_runs
 
 
@@ -27,7 +28,7 @@ class RunDiffApi(APIView):
         runs = []
         for field, run_id in (("a", run_a), ("b", run_b)):
             if not is_valid_run_id(run_id):
-                raise ApiError(code="invalid_input", message="runId must match ^run-[0-9a-f]{32}$", field=field)
+                raise ApiError(code="invalid_input", message=f"runId must match {RUN_ID_PATTERN}", field=field)
             run = visible_runs(request.user).select_related("replay_of").filter(run_id=run_id).first()
             if run is None:
                 raise ApiError(code="not_found", message="run not found", status_code=404, field=field)

@@ -21,6 +21,7 @@ from markdown_it import MarkdownIt
 from django.utils.html import escape, format_html
 from django.utils.safestring import SafeString, mark_safe
 
+from diagnosis.contracts import BRACKETED_CITATION_RE
 from diagnosis.gatekeeper import normalise_whitespace
 from diagnosis.jsonpath import JsonPathError, parse
 
@@ -33,7 +34,7 @@ ALLOWED_TAGS = {
 }
 ALLOWED_ATTRIBUTES = {"a": {"href", "title"}, "abbr": {"title"}, "td": {"style"}, "th": {"style"}, "ol": {"start"}}
 ALIGN_STYLE = re.compile(r'^text-align:(left|right|center)$')
-CITATION = re.compile(r"\[(inv-[0-9a-f]{8})\]")
+CITATION = BRACKETED_CITATION_RE
 JSON_RENDER_LIMIT = 150_000  # characters of pretty JSON per value; the JSON trace API has the rest
 INLINE_LIMIT = 6_000  # past this a result is shown as windows around its verified excerpts
 FULL_LIMIT = 2_000_000  # characters of a whole result loaded on demand ("show all")

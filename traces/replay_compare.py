@@ -11,10 +11,10 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from diagnosis.contracts import INVOCATION_REF_RE, SelfEvaluation
 from diagnosis.models import AgentStep, DiagnosisRun, ToolInvocation
 from traces.diff import run_facts, runs_diff
 
-INVOCATION_RE = re.compile(r"\binv-[0-9a-f]{8}\b")
 ROOT_CLAIM_RE = re.compile(r"^\s*(?:root cause|根因)", re.I)
 ROOT_KEY_RE = re.compile(r"^\s*Root cause \((?P<cause>[^)]+)\):\s*(?P<service>\S+)")
 NOTHING_RE = re.compile(r"^\s*No anomaly found", re.I)
@@ -50,9 +50,9 @@ def root_cause(run: DiagnosisRun, verified_claims: list[str]) -> dict:
 
 def unsupported_citations(run: DiagnosisRun) -> int:
     """Invocation ids the answer cites that are not verified evidence of the run: must stay 0."""
-    verified = _dict(_dict(run.self_evaluation).get("verifier_evaluation")).get("verified_evidence") or []
-    verified_ids = {e.get("source_invocation_id") for e in verified if isinstance(e, dict)}
-    return len(set(INVOCATION_RE.findall(run.answer or "")) - verified_ids)
+    verified = SelfEvaluation.read(run.self_evaluation).verifier.verified_evidence
+    verified_ids = {e.get("source_invocation_id") for e in verified}
+    return len(set(INVOCATION_REF_RE.findall(run.answer or "")) - verified_ids)
 
 
 def run_cost(run: DiagnosisRun, prices: dict | None) -> float | None:

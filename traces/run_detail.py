@@ -1,3 +1,4 @@
+# size: the run-detail page's view model, one section after another (steps, audit, alert analysis, figures).
 """What the run-detail page of the audit console shows, read in three queries whatever the run size.
 
 `run_detail_get` loads the run, its steps and its tool invocations; `run_detail_build` turns them into
@@ -16,13 +17,13 @@ from django.urls import reverse
 from django.utils.html import escape
 from django.utils.safestring import SafeString
 
+from diagnosis.contracts import SelfEvaluation, StoredAudit, orchestration_trace_read
 from diagnosis.jsonpath import NOT_FOUND, JsonPathError, resolve
 from diagnosis.models import AgentStep, DiagnosisRun, ToolInvocation
 from traces.rendering import (
     FULL_LIMIT, Highlight, ResultView, excerpt_in_context, highlight_for, json_html, markdown_html, result_html,
 )
 from traces.route_svg import RouteSummary, render_route_svg, summarise_route, topology_for
-from traces.selectors import orchestration_trace_parse
 
 FOUND_CHARS = 400  # characters of the value at a failed citation's raw_path shown next to it
 # Pipeline order of the model-calling nodes: a step going back in it starts a new phase.
@@ -315,64 +316,59 @@ def build_gatekeeper(
     self_evaluation: Any, invocations: dict[str, ToolInvocation],
 ) -> tuple[GatekeeperView, dict[str, list[Highlight]]]:
     """The audit claim by claim, and per invocation the verified excerpts to mark in its result."""
-    verifier = _dict(_dict(self_evaluation).get("verifier_evaluation"))
-    audit = _dict(verifier.get("gatekeeper_audit"))
+    verifier = SelfEvaluation.read(self_evaluation).verifier
     highlights: dict[str, list[Highlight]] = {}
-    if not audit:
+    if verifier.gatekeeper_audit is None:
         return GatekeeperView(present=False), highlights
-    checks = {c.get("claim_id"): c for c in _list(verifier.get("claim_checks")) if isinstance(c, dict)}
-    return gatekeeper_view(audit, invocations, highlights, checks=checks), highlights
+    checks = {c.get("claim_id"): c for c in verifier.claim_checks}
+    return gatekeeper_view(verifier.gatekeeper_audit, invocations, highlights, checks=checks), highlights
 
 
 def gatekeeper_view(
-    audit: dict, invocations: dict[str, ToolInvocation], highlights: dict[str, list[Highlight]], *,
+    audit: StoredAudit | dict, invocations: dict[str, ToolInvocation], highlights: dict[str, list[Highlight]], *,
     checks: dict | None = None, label: str = "",
 ) -> GatekeeperView:
-    """One stored Gatekeeper result (`GatekeeperResult.to_dict()`) claim by claim; adds its verified
+    """One stored Gatekeeper result (read through `contracts.StoredAudit`) claim by claim; adds its verified
     excerpts to `highlights`."""
+    if not isinstance(audit, StoredAudit):
+        audit = StoredAudit.read(audit) or StoredAudit()
     checks = checks or {}
     claims = []
-    for claim in _list(audit.get("audit")):
-        if not isinstance(claim, dict):
-            continue
+    for claim in audit.claims:
         bindings = []
-        for binding in _list(claim.get("bindings")):
-            if not isinstance(binding, dict):
-                continue
-            source = binding.get("source_invocation_id")
+        for binding in claim.bindings:
+            source = binding.source_invocation_id
             invocation = invocations.get(source) if isinstance(source, str) else None
-            verified = binding.get("verified") is True
             context = found = None
             value = NOT_FOUND
-            if invocation is not None and isinstance(binding.get("raw_path"), str):
+            if invocation is not None and isinstance(binding.raw_path, str):
                 try:
-                    value = resolve(invocation.result, binding["raw_path"])
+                    value = resolve(invocation.result, binding.raw_path)
                 except JsonPathError:
                     value = NOT_FOUND
-            if not verified and value is not NOT_FOUND:
+            if not binding.verified and value is not NOT_FOUND:
                 text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
                 found = text if len(text) <= FOUND_CHARS else text[:FOUND_CHARS] + "…"
-            if verified and invocation is not None:
-                context = excerpt_in_context(value, binding.get("evidence_excerpt"))
-                highlight = highlight_for(binding.get("raw_path"), binding.get("evidence_excerpt"),
-                                          label=f"{label}claim {claim.get('claim_id')}: verified excerpt")
+            if binding.verified and invocation is not None:
+                context = excerpt_in_context(value, binding.evidence_excerpt)
+                highlight = highlight_for(binding.raw_path, binding.evidence_excerpt,
+                                          label=f"{label}claim {claim.claim_id}: verified excerpt")
                 if highlight is not None:
                     highlights.setdefault(source, []).append(highlight)
-            reason = str(binding.get("reason_code", ""))
             bindings.append(BindingView(
-                source_invocation_id=source, tool_name=binding.get("tool_name"), raw_path=binding.get("raw_path"),
-                evidence_excerpt=binding.get("evidence_excerpt"), verified=verified, reason_code=reason,
-                reason_help=REASON_HELP.get(reason, ""), in_run=invocation is not None, context=context, found=found,
+                source_invocation_id=source, tool_name=binding.tool_name, raw_path=binding.raw_path,
+                evidence_excerpt=binding.evidence_excerpt, verified=binding.verified, reason_code=binding.reason_code,
+                reason_help=REASON_HELP.get(binding.reason_code, ""), in_run=invocation is not None, context=context,
+                found=found,
             ))
         claims.append(ClaimView(
-            claim_id=claim.get("claim_id"), statement=claim.get("statement"), verified=claim.get("verified") is True,
-            reason_code=str(claim.get("reason_code", "")), bindings=bindings, check=checks.get(claim.get("claim_id")),
+            claim_id=claim.claim_id, statement=claim.statement, verified=claim.verified, reason_code=claim.reason_code,
+            bindings=bindings, check=checks.get(claim.claim_id),
         ))
     return GatekeeperView(
-        present=True, verdict=str(audit.get("verdict", "")), reason_code=str(audit.get("reason_code", "")),
-        version=str(audit.get("version", "")), claims=claims,
-        verified_claims=audit.get("verified_claim_count"), total_claims=audit.get("total_claim_count"),
-        verified_bindings=audit.get("verified_binding_count"), total_bindings=audit.get("total_binding_count"),
+        present=True, verdict=audit.verdict, reason_code=audit.reason_code, version=audit.version, claims=claims,
+        verified_claims=audit.verified_claim_count, total_claims=audit.total_claim_count,
+        verified_bindings=audit.verified_binding_count, total_bindings=audit.total_binding_count,
     )
 
 
@@ -409,7 +405,7 @@ class AiOpsView:
 def build_aiops(self_evaluation: Any, invocations: dict[str, ToolInvocation],
                 highlights: dict[str, list[Highlight]]) -> AiOpsView | None:
     """The stored alert-analysis audit: supervisor decisions, per-task Gatekeeper results, report check."""
-    audit = _dict(_dict(self_evaluation).get("aiops_audit"))
+    audit = SelfEvaluation.read(self_evaluation).aiops_audit
     if not audit:
         return None
     tasks = []
@@ -483,7 +479,7 @@ def answer_verified(run: DiagnosisRun) -> bool:
     if run.status != DiagnosisRun.Status.SUCCESS or run.degraded:
         return False
     if run.agent_flow == DiagnosisRun.Flow.AI_OPS:
-        check = _dict(_dict(_dict(run.self_evaluation).get("aiops_audit")).get("report_check"))
+        check = _dict(SelfEvaluation.read(run.self_evaluation).aiops_audit.get("report_check"))
         return (_number(check.get("statements_verified")) or 0) > 0
     if run.strategy == DiagnosisRun.Strategy.SIMPLE:
         return False
@@ -519,8 +515,8 @@ def _ratio(done: Any, total: Any) -> str:
 
 
 def build_figures(self_evaluation: Any) -> tuple[list[Figure], list[BudgetLine]]:
-    rules = _dict(_dict(self_evaluation).get("rule_evaluation"))
-    aiops = _dict(_dict(self_evaluation).get("aiops_rule_evaluation"))
+    evaluation = SelfEvaluation.read(self_evaluation)
+    rules, aiops = evaluation.rule_evaluation, evaluation.aiops_rule_evaluation
     if aiops and not rules:
         return _aiops_figures(aiops), _budget_lines(_dict(aiops.get("budget")))
     if not rules:
@@ -630,14 +626,14 @@ class RunDetail:
 def run_detail_build(data: RunDetailData) -> RunDetail:
     run = data.run
     invocations = {i.invocation_id: i for i in data.invocations}
-    trace = orchestration_trace_parse(run.orchestration_trace)
+    trace = orchestration_trace_read(run.orchestration_trace)
     topology = topology_for(run.agent_flow)
     route = summarise_route(trace, topology["entry"])
     gatekeeper, highlights = build_gatekeeper(run.self_evaluation, invocations)
     aiops = build_aiops(run.self_evaluation, invocations, highlights) if run.agent_flow == DiagnosisRun.Flow.AI_OPS \
         else None
     figures, budget = build_figures(run.self_evaluation)
-    verifier = _dict(_dict(run.self_evaluation).get("verifier_evaluation"))
+    verifier = SelfEvaluation.read(run.self_evaluation).verifier.raw
     evidence_retries = route.evidence_retry_count if route else 0
     session_id = run.session.session_id
     return RunDetail(

@@ -5,16 +5,12 @@ Every selector costs a fixed number of queries whatever the size of the run (SPE
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
-from typing import Any
 
 from django.db.models import F, QuerySet
 
 from diagnosis.models import AgentStep, ChatSession, DiagnosisRun, ToolInvocation
-from diagnosis.services.access import visible_runs, visible_sessions
-
-ORCHESTRATION_TRACE_VERSION = "stategraph-v1"
+from diagnosis.selectors import visible_runs, visible_sessions
 
 # What a run list shows; the JSON columns (self_evaluation, orchestration_trace) stay in the database.
 RUN_LIST_FIELDS = (
@@ -29,18 +25,6 @@ class RunTrace:
     run: DiagnosisRun  # with .session loaded
     steps: list[AgentStep]
     tool_invocations: list[ToolInvocation]  # each annotated with .step_index (None when unlinked)
-
-
-def orchestration_trace_parse(value: Any) -> dict | None:
-    """The stored orchestration trace when it is a `stategraph-v1` object; None for anything else."""
-    if isinstance(value, (str, bytes)):
-        try:
-            value = json.loads(value)
-        except ValueError:
-            return None
-    if isinstance(value, dict) and value.get("version") == ORCHESTRATION_TRACE_VERSION:
-        return value
-    return None
 
 
 def session_get(*, user, session_id: str) -> ChatSession | None:

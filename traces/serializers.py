@@ -10,10 +10,10 @@ from django.core.validators import RegexValidator
 from django.urls import reverse
 from rest_framework import serializers
 
+from diagnosis.contracts import orchestration_trace_read
 from diagnosis.ids import RUN_ID_RE, SESSION_ID_RE
 from diagnosis.models import DiagnosisRun
 from diagnosis.services.feedback import COMMENT_MAX_CHARS
-from traces.selectors import orchestration_trace_parse
 
 _session_id = RegexValidator(SESSION_ID_RE, "Not a valid session id.")
 _run_id = RegexValidator(RUN_ID_RE, "Not a valid run id (run-<32 hex digits>).")
@@ -66,7 +66,7 @@ class TraceRunSerializer(serializers.Serializer):
         return DiagnosisRun.objects.filter(pk=run.replay_of_id).values_list("run_id", flat=True).first()
 
     def get_orchestrationTrace(self, run: DiagnosisRun) -> dict | None:  # noqa: N802 (wire name)
-        return orchestration_trace_parse(run.orchestration_trace)
+        return orchestration_trace_read(run.orchestration_trace)
 
 
 class TraceChatSessionSerializer(serializers.Serializer):

@@ -23,7 +23,8 @@ from diagnosis.agents.catalog import prompt
 from diagnosis.agents.nodes import STATUS_BY_KIND, run_inputs
 from diagnosis.agents.runtime import AgentContext, fence_tool_output
 from diagnosis.agents.tool_loop import run_tool_loop
-from diagnosis.gatekeeper import EXECUTOR_EVIDENCE_VERSION, project_verified_input, verify_bindings
+from diagnosis.contracts import EXECUTOR_EVIDENCE_VERSION
+from diagnosis.gatekeeper import project_verified_input, verify_bindings
 from diagnosis.graph.aiops_topology import (
     DEFAULT_MAX_ROUNDS, AiOpsNodes, Decision, build_aiops_graph, clamp_rounds, initial_aiops_state,
 )

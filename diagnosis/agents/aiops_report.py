@@ -10,7 +10,8 @@ from diagnosis.agents.aiops import CITATION_RE, PROBE_PATH, ReportCheck, TaskRes
 from diagnosis.agents.catalog import prompt_echoed
 from diagnosis.answer_render import claim_sentence, clean_suggestion, knowledge_only
 from diagnosis.answer_render import text as render_text
-from diagnosis.gatekeeper import EXECUTOR_EVIDENCE_VERSION, ReasonCode, verify_bindings
+from diagnosis.contracts import EXECUTOR_EVIDENCE_VERSION, BindingReason
+from diagnosis.gatekeeper import verify_bindings
 from diagnosis.model_text import foreign_citations, id_like_tokens
 
 
@@ -59,7 +60,7 @@ def check_report(markdown: str, *, run_id: str, lookup, verified_evidence: list[
         for owner, b in zip(owners, audit.bindings):
             if owner not in verified_ids and owner not in reasons:
                 probe = b.raw_path == PROBE_PATH and b.evidence_excerpt == ""
-                reasons[owner] = "no_verified_evidence" if probe and b.reason_code == ReasonCode.EXCERPT_TOO_SHORT else str(b.reason_code)
+                reasons[owner] = "no_verified_evidence" if probe and b.reason_code == BindingReason.EXCERPT_TOO_SHORT else str(b.reason_code)
         if reasons:
             dropped.add(number)
             removed.append({"line": number + 1, "statement": _text(lines[number], 300), "invocation_ids": ids,

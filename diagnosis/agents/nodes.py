@@ -24,7 +24,6 @@ from diagnosis.graph.topology import DiagnosisNodes
 from diagnosis.llm.base import ModelError, ModelInvalidOutputError
 from diagnosis.tools.registry import ALLOWED_TOOLS
 
-INVOCATION_REF_RE = re.compile(r"\binv-[0-9a-f]{8}\b")
 MAX_PLAN_STEPS = 12
 STATUS_BY_KIND = {"retryable": S.RETRYABLE_FAILED, "non_retryable": S.NON_RETRYABLE_FAILED, "invalid_output": S.INVALID_OUTPUT}
 

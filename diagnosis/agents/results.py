@@ -6,6 +6,7 @@ import json
 from typing import Any, Mapping
 
 from diagnosis.answer_render import empty_diagnosis
+from diagnosis.contracts import RunResult, Verdict, known_verdict
 from diagnosis.graph.state import NodeName as N
 from diagnosis.graph.state import StateKey as K
 from diagnosis.graph.trace import build_orchestration_trace
@@ -55,10 +56,10 @@ def served_verdict(state: Mapping[str, Any]) -> str | None:
     if state.get(K.VERIFIER_STATUS) is None or state.get(K.DEGRADED):
         return None
     verdict = state.get(K.EFFECTIVE_VERDICT)
-    if verdict == "PASS" and served_render(state).get("knowledge_only_root"):
-        return "LOW_CONFID"
-    if verdict == "PASS" and (served_render(state).get("diagnosis") or {}).get("undetermined"):
-        return "LOW_CONFID"  # a problem whose cause was not established is never a PASS
+    if verdict == Verdict.PASS and served_render(state).get("knowledge_only_root"):
+        return Verdict.LOW_CONFID
+    if verdict == Verdict.PASS and (served_render(state).get("diagnosis") or {}).get("undetermined"):
+        return Verdict.LOW_CONFID  # a problem whose cause was not established is never a PASS
     return verdict
 
 
@@ -109,19 +110,18 @@ def bounded_audit(value: Any) -> Any:
     return {"truncated": True, "note": f"the audit exceeded {SELF_EVALUATION_MAX_BYTES} bytes even when cut"}
 
 
-def map_run_result(*, state: Mapping[str, Any], outcomes: list, budget: dict, prompt_audit: dict) -> dict[str, Any]:
+def map_run_result(*, state: Mapping[str, Any], outcomes: list, budget: dict, prompt_audit: dict) -> RunResult:
     """answer, degraded, effective verdict, self_evaluation and orchestration_trace of one run."""
     events = list(state.get(K.ORCHESTRATION_EVENTS) or ())
-    verdict = served_verdict(state)
-    return {
-        "answer": state.get(K.FINAL_ANSWER) or "",
-        "degraded": bool(state.get(K.DEGRADED)),
-        "effective_verdict": verdict or "",
-        "diagnosis": redact_value(structured_diagnosis_of(state)),
+    return RunResult(
+        answer=state.get(K.FINAL_ANSWER) or "",
+        degraded=bool(state.get(K.DEGRADED)),
+        effective_verdict=known_verdict(served_verdict(state)),
+        diagnosis=redact_value(structured_diagnosis_of(state)),
         # Model-written text (claim statements, rationales) is stored here: mask any secret in it (F-37).
-        "self_evaluation": bounded_audit(redact_value({
+        self_evaluation=bounded_audit(redact_value({
             "rule_evaluation": rule_evaluation(state, outcomes, budget),
             "verifier_evaluation": verifier_evaluation(state, prompt_audit),
         })),
-        "orchestration_trace": bounded_audit(redact_value(build_orchestration_trace(events, state))) if events else None,
-    }
+        orchestration_trace=bounded_audit(redact_value(build_orchestration_trace(events, state))) if events else None,
+    )

@@ -17,10 +17,10 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from diagnosis.api.chat import (
-    SUBMISSION_ERRORS, ChatThrottle, EventStreamRenderer, RunOutput, _sse, event_stream, is_asgi, live_stream,
-    release_request_connections, run_links, run_summary, sse_response, stream_slot_or_429, submission_error_response,
+    ChatThrottle, EventStreamRenderer, RunOutput, _sse, event_stream, is_asgi, live_stream,
+    release_request_connections, run_links, run_summary, sse_response, stream_slot_or_429,
 )
-from diagnosis.api.errors import ApiError
+from diagnosis.api.errors import SUBMISSION_ERRORS, ApiError, submission_error_response
 from diagnosis.models import DiagnosisRun
 from diagnosis.services.aiops import AlertInputError, aiops_input, aiops_submit
 from diagnosis.services.live_progress import stream_slots

@@ -29,13 +29,14 @@ from rest_framework.throttling import UserRateThrottle
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from diagnosis.api.errors import ApiError, error_response
+from diagnosis.api.errors import SUBMISSION_ERRORS, ApiError, submission_error_response
+from diagnosis.contracts import RUN_ID_PATTERN
 from diagnosis.ids import is_valid_run_id
 from diagnosis.models import DiagnosisRun
 from diagnosis.observability import metrics
 from diagnosis.selectors import run_events_after, run_evidence_checked, run_get_for_user, run_status, run_suggestions
-from diagnosis.services.chat import BrokerUnavailable, ChatInputError, SessionNotFound, chat_submit
 from diagnosis.services.live_progress import live_events, off_loop, run_wait_terminal, stream_slots
+from diagnosis.services.submission import run_submit
 from diagnosis.services.strategy import MODES
 
 logger = logging.getLogger(__name__)
@@ -110,20 +111,6 @@ class RunOutput(serializers.Serializer):
     links = serializers.DictField(child=serializers.URLField())
 
 
-SUBMISSION_ERRORS = (ChatInputError, BrokerUnavailable, SessionNotFound)
-
-
-def submission_error_response(exc: Exception) -> Response:
-    """The answer to a refused submission (chat and alert analysis alike)."""
-    if isinstance(exc, BrokerUnavailable):
-        return error_response(code="broker_unavailable", status_code=503, headers={"Retry-After": "10"},
-                              message="The task queue (Redis) is unavailable; the run was recorded FAILED. Retry shortly.")
-    if isinstance(exc, SessionNotFound):
-        return error_response(code="not_found", message="session not found", status_code=404, field="sessionId")
-    headers = {"Retry-After": "5"} if exc.status == 429 else None
-    return error_response(code=exc.code, message=exc.message, status_code=exc.status, field=exc.field, headers=headers)
-
-
 class ChatThrottle(UserRateThrottle):
     """CHAT_THROTTLE_RATE per user, counted atomically: a fixed-window counter incremented in the cache
     (Redis INCR on a key that expires with its window; the local-memory cache increments under its lock),
@@ -180,7 +167,7 @@ class ChatView(APIView):
         if question is None:
             raise ApiError(code="invalid_input", message="question is required", field="question")
         try:
-            submission = chat_submit(
+            submission = run_submit(
                 user=request.user, question=question, session_id=values.get("sessionId") or values.get("Id"),
                 mode=values["mode"], request_id=values.get("requestId"),
             )
@@ -220,7 +207,7 @@ chat_view.cls, chat_view.initkwargs = ChatView, {}  # the OpenAPI schema describ
 
 def _run_or_404(request, run_id: str) -> DiagnosisRun:
     if not is_valid_run_id(run_id):
-        raise ApiError(code="invalid_input", message="runId must match ^run-[0-9a-f]{32}$", field="runId")
+        raise ApiError(code="invalid_input", message=f"runId must match {RUN_ID_PATTERN}", field="runId")
     run = run_get_for_user(user=request.user, run_id=run_id)
     if run is None:
         raise ApiError(code="not_found", message="run not found", status_code=404, field="runId")

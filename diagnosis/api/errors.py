@@ -12,6 +12,8 @@ from rest_framework import exceptions, status
 from rest_framework.response import Response
 from rest_framework.views import exception_handler
 
+from diagnosis.services.submission import BrokerUnavailable, RunRefused, SessionNotFound
+
 logger = logging.getLogger(__name__)
 
 RETRY_AFTER_SECONDS = "10"  # a dependency outage: how soon a client may try again
@@ -81,6 +83,27 @@ def error_response(*, code: str, message: str, status_code: int, field: str | No
     if field:
         body["field"] = field
     return Response({"error": body}, status=status_code, headers=headers)
+
+
+# --- refused runs ----------------------------------------------------------------------------------------
+
+# A refused run's code -> its HTTP status; any other code is a 400. Services raise codes, never statuses.
+REFUSAL_STATUS = {"too_many_active_runs": 429, "not_replayable": 409, "run_not_finished": 409}
+REFUSAL_RETRY_AFTER = {429: "5"}
+SUBMISSION_ERRORS = (RunRefused, BrokerUnavailable, SessionNotFound)
+
+
+def submission_error_response(exc: Exception) -> Response:
+    """The answer to a refused submission (chat, alert analysis and replay alike)."""
+    if isinstance(exc, BrokerUnavailable):
+        return error_response(code="broker_unavailable", status_code=503, headers={"Retry-After": RETRY_AFTER_SECONDS},
+                              message="The task queue (Redis) is unavailable; the run was recorded FAILED. Retry shortly.")
+    if isinstance(exc, SessionNotFound):
+        return error_response(code="not_found", message="session not found", status_code=404, field="sessionId")
+    status_code = REFUSAL_STATUS.get(exc.code, 400)
+    retry_after = REFUSAL_RETRY_AFTER.get(status_code)
+    return error_response(code=exc.code, message=exc.message, status_code=status_code, field=exc.field,
+                          headers={"Retry-After": retry_after} if retry_after else None)
 
 
 def _first_validation_error(detail, prefix: str = "") -> tuple[str | None, str]:

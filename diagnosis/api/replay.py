@@ -8,11 +8,12 @@ from rest_framework import serializers
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from diagnosis.api.chat import ChatThrottle, RunOutput, run_summary, submission_error_response
-from diagnosis.api.errors import ApiError, error_response
+from diagnosis.api.chat import ChatThrottle, RunOutput, run_summary
+from diagnosis.api.errors import ApiError, error_response, submission_error_response
+from diagnosis.contracts import RUN_ID_PATTERN
 from diagnosis.ids import is_valid_run_id
 from diagnosis.models import DiagnosisRun
-from diagnosis.services.chat import BrokerUnavailable
+from diagnosis.services.submission import BrokerUnavailable
 from diagnosis.services.replay import (ROLES, ReplayForbidden, ReplayInputError, ReplayNotFound, replay_options_clean,
                                        replay_submit, replay_wait)
 
@@ -45,7 +46,7 @@ class ReplayView(APIView):
                                "invocation with not_in_recording.")
     def post(self, request, run_id: str):
         if not is_valid_run_id(run_id):
-            raise ApiError(code="invalid_input", message="runId must match ^run-[0-9a-f]{32}$", field="runId")
+            raise ApiError(code="invalid_input", message=f"runId must match {RUN_ID_PATTERN}", field="runId")
         data = self.ReplayInputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         values = data.validated_data
@@ -59,9 +60,7 @@ class ReplayView(APIView):
         except ReplayForbidden:
             return error_response(code="permission_denied", message="only the run's owner and support staff may "
                                   "replay it", status_code=403, field="runId")
-        except ReplayInputError as exc:
-            return error_response(code=exc.code, message=exc.message, status_code=exc.status, field=exc.field)
-        except BrokerUnavailable as exc:
+        except (ReplayInputError, BrokerUnavailable) as exc:
             return submission_error_response(exc)
         run = DiagnosisRun.objects.select_related("session", "replay_of").get(pk=run.pk)
         if values["wait"]:

@@ -447,31 +447,3 @@ class CompiledGraph:
             for key, dst in (table or {}).items():
                 edges.append({"source": name, "target": dst, "label": str(key), "conditional": True})
         return {"entry": self.entry, "nodes": nodes, "edges": edges}
-
-    def to_mermaid(self) -> str:
-        """A Mermaid ``flowchart TD``; conditional edges are dashed and labelled with their route key."""
-        lines = ["flowchart TD"]
-        topology = self.describe()
-        for item in topology["nodes"]:
-            ident = _mermaid_id(item["id"])
-            if item["kind"] == "start":
-                lines.append(f"    {ident}([START])")
-            elif item["kind"] == "end":
-                lines.append(f"    {ident}([END])")
-            else:
-                lines.append(f'    {ident}["{_mermaid_text(item["id"])}"]')
-        for edge in topology["edges"]:
-            src, dst = _mermaid_id(edge["source"]), _mermaid_id(edge["target"])
-            if edge["conditional"]:
-                lines.append(f'    {src} -.->|"{_mermaid_text(edge["label"])}"| {dst}')
-            else:
-                lines.append(f"    {src} --> {dst}")
-        return "\n".join(lines) + "\n"
-
-
-def _mermaid_id(name: str) -> str:
-    return "".join(ch if ch.isalnum() or ch == "_" else "_" for ch in name)
-
-
-def _mermaid_text(text: str) -> str:
-    return text.replace('"', "#quot;").replace("|", "#124;")

@@ -1,11 +1,15 @@
-"""Names shared by the diagnosis graph and its node adapters: state keys, nodes, statuses, verdicts.
+"""Names shared by the diagnosis graph and its node adapters: state keys, nodes, statuses, and the
+state schema (`DiagnosisState`).
 
 Plain classes of ``str`` constants, so values compare, hash and serialise as the strings they are.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypedDict
+
+# The verdict and the routing reason codes are cross-layer contracts: declared once, in diagnosis.contracts.
+from diagnosis.contracts import ReasonCode, Verdict, effective_verdict, known_verdict, min_verdict  # noqa: F401
 
 
 class NodeName:
@@ -34,41 +38,6 @@ class NodeStatus:
     ALL = frozenset({COMPLETED, INVALID_OUTPUT, RETRYABLE_FAILED, NON_RETRYABLE_FAILED, TOOL_BLOCKED, FAILED})
     # Failures worth one technical retry (planner, verifier, composer only).
     TECHNICAL = frozenset({INVALID_OUTPUT, RETRYABLE_FAILED})
-
-
-class Verdict:
-    PASS = "PASS"
-    LOW_CONFID = "LOW_CONFID"
-    REJECT = "REJECT"
-
-    ALL = frozenset({PASS, LOW_CONFID, REJECT})
-    RANK = {REJECT: 0, LOW_CONFID: 1, PASS: 2}
-
-
-_BY_RANK = (Verdict.REJECT, Verdict.LOW_CONFID, Verdict.PASS)
-
-
-def known_verdict(value: Any) -> str | None:
-    """The verdict if ``value`` is one, else None (never raises on odd input)."""
-    return value if isinstance(value, str) and value in Verdict.ALL else None
-
-
-def min_verdict(*verdicts: Any) -> str:
-    """The weakest of the verdicts (REJECT < LOW_CONFID < PASS); anything unknown counts as REJECT."""
-    rank = 2
-    for verdict in verdicts:
-        rank = min(rank, Verdict.RANK.get(known_verdict(verdict), 0))
-    return _BY_RANK[rank] if verdicts else Verdict.REJECT
-
-
-def effective_verdict(model_verdict: Any, ceiling: Any) -> str | None:
-    """min(model verdict, gatekeeper ceiling); None when the model gave no readable verdict.
-
-    A missing or unknown ceiling caps at REJECT: without a gatekeeper verdict nothing is verified.
-    """
-    if known_verdict(model_verdict) is None:
-        return None
-    return min_verdict(model_verdict, ceiling)
 
 
 class PlannerMode:
@@ -113,6 +82,38 @@ class StateKey:
     )
 
 
+class DiagnosisState(TypedDict, total=False):
+    """The diagnosis graph's state schema: every key a node or the topology may write (see StateKey)."""
+
+    diagnosis_context: dict[str, Any]  # {query, original_query}
+    planner_mode: str  # PlannerMode
+    planner_status: str  # NodeStatus
+    planner_plan: dict[str, Any]  # planner_plan_v1
+    executor_status: str
+    executor_output: dict[str, Any]  # executor_evidence_v2 (contracts.ExecutorEvidence)
+    gatekeeper_result: dict[str, Any]  # contracts.GatekeeperResult.to_dict()
+    verdict_ceiling: str  # contracts.Verdict
+    verified_executor_output: dict[str, Any]
+    verified_evidence: list[dict[str, Any]]
+    verifier_status: str
+    verifier_output: dict[str, Any]
+    effective_verdict: str | None  # contracts.effective_verdict
+    retry_context: dict[str, Any]
+    composer_status: str
+    composer_output: dict[str, Any]
+    fallback_output: dict[str, Any]
+    final_answer: str
+    degraded: bool
+    planner_retry_count: int
+    verifier_retry_count: int
+    composer_retry_count: int
+    evidence_retry_count: int
+    orchestration_events: list[dict[str, Any]]
+
+
+assert frozenset(DiagnosisState.__annotations__) == StateKey.ALL, "DiagnosisState and StateKey name the same keys"
+
+
 # The keys each node port may return. Everything else (counters, events, planner_mode, ceiling,
 # effective verdict, degraded) belongs to the topology; a port writing it is a contract error.
 PORT_OUTPUT_KEYS: dict[str, frozenset[str]] = {
@@ -140,57 +141,6 @@ RETRY_COUNT_KEYS: dict[str, str] = {
     NodeName.VERIFIER: StateKey.VERIFIER_RETRY_COUNT,
     NodeName.COMPOSER: StateKey.COMPOSER_RETRY_COUNT,
 }
-
-
-class ReasonCode:
-    """Why a node's run led where it did; stored per event and per trace transition.
-
-    completed              node finished normally and moved on (composer: to END)
-    invalid_output         INVALID_OUTPUT: retried (planner/verifier/composer) or, for the executor, fallback
-    retryable_failed       RETRYABLE_FAILED with the technical retry still available: the node runs again
-    retry_exhausted        a technical failure after the one retry was used: fallback
-    non_retryable_failed   NON_RETRYABLE_FAILED: fallback
-    tool_blocked           executor called a tool outside the allow-list: fallback
-    failed                 executor FAILED: fallback
-    missing_status         the node returned no status (or no gatekeeper verdict): fallback
-    unknown_status         a status (or gatekeeper verdict) this node's table does not know: fallback
-    gatekeeper_pass        gatekeeper PASS: verified_input
-    gatekeeper_low_confid  gatekeeper LOW_CONFID with >= 1 verified binding: verified_input
-    no_verified_binding    gatekeeper LOW_CONFID with zero verified bindings: fallback
-    gatekeeper_reject      gatekeeper REJECT: fallback
-    verdict_pass           verifier effective verdict PASS: composer
-    verdict_reject         verifier effective verdict REJECT: composer (which makes no root-cause claim)
-    evidence_gap           verifier LOW_CONFID with every evidence-retry guard met: evidence_retry
-    evidence_retry_exhausted  LOW_CONFID, but the one evidence retry was already used: composer
-    ceiling_below_pass     LOW_CONFID, but the gatekeeper ceiling no longer allows PASS: composer
-    no_critical_gap        LOW_CONFID, but the verifier named no critical evidence gap: composer
-    unknown_verdict        verifier COMPLETED without a readable verdict: fallback
-    evidence_gap_only      evidence_retry prepared the EVIDENCE_GAP_ONLY planner phase: planner
-    fallback_completed     fallback wrote the safe answer: END
-    """
-
-    COMPLETED = "completed"
-    INVALID_OUTPUT = "invalid_output"
-    RETRYABLE_FAILED = "retryable_failed"
-    RETRY_EXHAUSTED = "retry_exhausted"
-    NON_RETRYABLE_FAILED = "non_retryable_failed"
-    TOOL_BLOCKED = "tool_blocked"
-    FAILED = "failed"
-    MISSING_STATUS = "missing_status"
-    UNKNOWN_STATUS = "unknown_status"
-    GATEKEEPER_PASS = "gatekeeper_pass"
-    GATEKEEPER_LOW_CONFID = "gatekeeper_low_confid"
-    NO_VERIFIED_BINDING = "no_verified_binding"
-    GATEKEEPER_REJECT = "gatekeeper_reject"
-    VERDICT_PASS = "verdict_pass"
-    VERDICT_REJECT = "verdict_reject"
-    EVIDENCE_GAP = "evidence_gap"
-    EVIDENCE_RETRY_EXHAUSTED = "evidence_retry_exhausted"
-    CEILING_BELOW_PASS = "ceiling_below_pass"
-    NO_CRITICAL_GAP = "no_critical_gap"
-    UNKNOWN_VERDICT = "unknown_verdict"
-    EVIDENCE_GAP_ONLY = "evidence_gap_only"
-    FALLBACK_COMPLETED = "fallback_completed"
 
 
 class EventOutcome:

@@ -15,6 +15,7 @@ from typing import Any
 
 from .engine import END, CompiledGraph, GraphError, GraphValidationError, RunConfig, StateGraph, append
 from .state import (
+    DiagnosisState,
     DIAGNOSIS_RECURSION_LIMIT,
     MAX_EVIDENCE_RETRIES,
     MAX_ORCHESTRATION_EVENTS,
@@ -280,7 +281,7 @@ def last_event(state: Mapping[str, Any]) -> Mapping[str, Any] | None:
     return events[-1] if events else None
 
 
-def initial_diagnosis_state(query: str, *, original_query: str | None = None) -> dict[str, Any]:
+def initial_diagnosis_state(query: str, *, original_query: str | None = None) -> DiagnosisState:
     """The state a diagnosis run starts from (seed 001 §3): context, NORMAL mode, zero counters."""
     return {
         K.DIAGNOSIS_CONTEXT: {"query": query, "original_query": query if original_query is None else original_query},

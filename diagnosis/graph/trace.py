@@ -5,9 +5,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from .state import NodeName, ReasonCode, StateKey
+from diagnosis.contracts import TRACE_VERSION, ReasonCode
 
-TRACE_VERSION = "stategraph-v1"
+from .state import NodeName, StateKey
+
 TRACE_END = "END"
 MAX_TRACE_TRANSITIONS = 64
 _MAX_TEXT = 64

@@ -1,3 +1,4 @@
+# size: one client: request building, retries, deadline, structured output and its local validation.
 """ChatModel over any OpenAI-compatible Chat Completions server, and the settings-driven model factory.
 
 Timeouts are always explicit and retries are ours (bounded, only for transient faults), so a slow or

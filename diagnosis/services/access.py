@@ -1,24 +1,13 @@
 """Who may see and rate which sessions and runs (SPEC §9): owners see their own, staff see all.
 
-Visibility is a lazily filtered queryset, so scoping a lookup costs no extra query and a row the
-caller may not see is indistinguishable from a missing one (the API answers 404 for both).
+The predicates live here; what a caller may see is a queryset in `diagnosis/selectors.py`
+(`visible_sessions`, `visible_runs`).
 """
 
 from __future__ import annotations
 
-from django.contrib.auth.models import Group
-from django.db.models import Exists, Q, QuerySet
-
-from diagnosis.models import ChatSession, DiagnosisRun
-
-SUPPORT_STAFF = "support_staff"
-AUDITOR = "auditor"
-READ_ALL_GROUPS = (SUPPORT_STAFF, AUDITOR)
-GIVE_FEEDBACK_PERMISSION = "diagnosis.give_feedback"
-
-
-def _in_groups(user, names) -> Exists:
-    return Exists(Group.objects.filter(user=user.pk, name__in=names).values("pk"))
+from diagnosis.models import DiagnosisRun
+from diagnosis.roles import AUDITOR, GIVE_FEEDBACK_PERMISSION, READ_ALL_GROUPS, SUPPORT_STAFF  # noqa: F401
 
 
 def is_support_staff(user) -> bool:
@@ -26,25 +15,6 @@ def is_support_staff(user) -> bool:
     if not getattr(user, "is_authenticated", False) or not user.is_active:
         return False
     return user.is_superuser or user.groups.filter(name__in=READ_ALL_GROUPS).exists()
-
-
-def visible_sessions(user) -> QuerySet[ChatSession]:
-    """The sessions `user` may read: its own, or all of them for staff (no query until evaluated)."""
-    if not getattr(user, "is_authenticated", False) or not user.is_active:
-        return ChatSession.objects.none()
-    if user.is_superuser:
-        return ChatSession.objects.all()
-    # An uncorrelated EXISTS keeps the staff check inside the lookup query itself.
-    return ChatSession.objects.filter(Q(owner=user.pk) | Q(_in_groups(user, READ_ALL_GROUPS)))
-
-
-def visible_runs(user) -> QuerySet[DiagnosisRun]:
-    """The runs of the sessions `user` may read."""
-    if not getattr(user, "is_authenticated", False) or not user.is_active:
-        return DiagnosisRun.objects.none()
-    if user.is_superuser:
-        return DiagnosisRun.objects.all()
-    return DiagnosisRun.objects.filter(Q(session__owner=user.pk) | Q(_in_groups(user, READ_ALL_GROUPS)))
 
 
 def can_give_feedback(user, run: DiagnosisRun) -> bool:

@@ -21,18 +21,16 @@ from django.db import transaction
 from diagnosis.agents.aiops import ACTIVE_STATES, INACTIVE_STATES, MAX_ROUNDS, alert_record
 from diagnosis.agents.aiops_nodes import AlertSupervisor, outcome_of
 from diagnosis.agents.catalog import prompt_audit
-from diagnosis.agents.runtime import AgentContext
 from diagnosis.agents.results import bounded_audit
+from diagnosis.contracts import RunResult
 from diagnosis.graph.aiops_topology import AiOpsKey
 from diagnosis.graph.engine import GraphRunError
 from diagnosis.graph.trace import build_orchestration_trace
 from diagnosis.models import DiagnosisRun
 from diagnosis.redaction import redact_text, redact_value
-from diagnosis.services import memory, wiring
-from diagnosis.services.chat import chat_submit
-from diagnosis.services.recording import RunRecorder
-from diagnosis.services.runs import _budget, _counts, _finish_failed, _finish_succeeded, _heartbeat, _lease_of
-from diagnosis.tools.registry import ToolBox
+from diagnosis.services import memory
+from diagnosis.services.run_context import RunContext
+from diagnosis.services.submission import RunRefused, run_submit
 
 logger = logging.getLogger(__name__)
 
@@ -60,12 +58,8 @@ def max_rounds() -> int:
     return getattr(settings, "AIOPS_MAX_ROUNDS", MAX_ROUNDS)
 
 
-class AlertInputError(Exception):
-    """A request the analysis cannot take: answered 400 naming the field, nothing is created."""
-
-    def __init__(self, field: str, message: str):
-        super().__init__(message)
-        self.field, self.message = field, message
+class AlertInputError(RunRefused):
+    """A request the analysis cannot take: refused naming the field (invalid_input), nothing is created."""
 
 
 @dataclass(frozen=True)
@@ -245,7 +239,7 @@ def aiops_submit(*, user, payload: Any, session_id: str | None = None, request_i
     its alerts as its input. The same requestId twice in a session returns the same run."""
     data = alerts_parse(payload)
     with transaction.atomic():  # the run, its input and the enqueue (on commit) go together
-        submission = chat_submit(user=user, question=_question(data), session_id=session_id, request_id=request_id,
+        submission = run_submit(user=user, question=_question(data), session_id=session_id, request_id=request_id,
                                  flow=DiagnosisRun.Flow.AI_OPS)
         if submission.created:
             submission.run.input = data.input_data()
@@ -263,22 +257,14 @@ def aiops_input(run: DiagnosisRun) -> dict[str, Any]:
 # --------------------------------------------------------------------------- execute
 
 
-def aiops_execute(run: DiagnosisRun, publish) -> DiagnosisRun | None:
+def aiops_execute(rc: RunContext) -> DiagnosisRun | None:
     """Run the alert-analysis graph for a claimed AI_OPS run and save the checked report with its
     `stategraph-v1` orchestration trace. The supervisor decisions, the per-task Gatekeeper audits and
     the report check go to `self_evaluation`."""
-    recorder = RunRecorder(run, publish=publish, lease=_lease_of(publish))
-    tools = ToolBox(backends=wiring.backends(), recorder=recorder, max_calls=settings.DIAGNOSIS_MAX_TOOL_CALLS,
-                    max_result_bytes=settings.TOOL_RESULT_MAX_BYTES)
-    budget = _budget()
-    ctx = AgentContext(
-        model=wiring.chat_model(), tools=tools, steps=recorder, lookup=recorder, budget=budget,
-        run_id=run.run_id, session_id=recorder.session_id, model_names=wiring.model_names(),
-    )
+    run, publish, budget, tools = rc.run, rc.publish, rc.budget, rc.tools
     submitted = aiops_input(run)
     alerts = [a for a in submitted.get("alerts") or [] if isinstance(a, dict)]
-    supervisor = AlertSupervisor(ctx, max_rounds=max_rounds(), on_event=publish,
-                                 heartbeat=lambda: _heartbeat(publish, run))
+    supervisor = AlertSupervisor(rc.agent, max_rounds=max_rounds(), on_event=publish, heartbeat=rc.heartbeat)
     state: Mapping[str, Any] = {}
     try:
         for state in supervisor.stream(alerts=alerts or None, language=submitted.get("language")):
@@ -286,11 +272,8 @@ def aiops_execute(run: DiagnosisRun, publish) -> DiagnosisRun | None:
     except GraphRunError as exc:
         partial = exc.partial_state or {}
         events = list(partial.get(AiOpsKey.ORCHESTRATION_EVENTS) or ())
-        return _finish_failed(
-            run, publish, code=exc.code, message=str(exc),
-            orchestration_trace=build_orchestration_trace(events, partial, interrupted_at=exc.node) if events else None,
-            **_counts(recorder, budget, ctx),
-        )
+        trace = build_orchestration_trace(events, partial, interrupted_at=exc.node) if events else None
+        return rc.fail(code=exc.code, message=str(exc), partial=RunResult(orchestration_trace=trace))
     outcome = outcome_of(state, max_rounds=supervisor.max_rounds)
     report = redact_text(outcome.report_markdown).strip()
     evaluation = bounded_audit({
@@ -300,16 +283,13 @@ def aiops_execute(run: DiagnosisRun, publish) -> DiagnosisRun | None:
         "prompt_audit": prompt_audit(),
     })
     if not report:
-        return _finish_failed(run, publish, code="missing_answer", message="the alert analysis produced no report",
-                              orchestration_trace=outcome.orchestration_trace, self_evaluation=evaluation,
-                              **_counts(recorder, budget, ctx))
+        return rc.fail(code="missing_answer", message="the alert analysis produced no report",
+                       partial=RunResult(self_evaluation=evaluation, orchestration_trace=outcome.orchestration_trace))
     # The report goes out before the terminal status: a stream that sees the run finished has it already.
     publish(REPORT_EVENT, {"reportMarkdown": report, "degraded": outcome.degraded,
                            "citedInvocationIds": outcome.cited_invocation_ids,
                            "alertsTotal": len(outcome.alerts), "alertsSource": outcome.alerts_source})
-    done = _finish_succeeded(run, publish, answer=report, degraded=outcome.degraded, effective_verdict="",
-                             self_evaluation=evaluation, orchestration_trace=outcome.orchestration_trace,
-                             **_counts(recorder, budget, ctx),
-                             status_event={"degraded": outcome.degraded, "verdict": None})
+    done = rc.succeed(RunResult(answer=report, degraded=outcome.degraded, self_evaluation=evaluation,
+                                orchestration_trace=outcome.orchestration_trace))
     memory.memory_append(session=run.session, run=done)
     return done

@@ -14,8 +14,10 @@ from dataclasses import dataclass
 from django.db import transaction
 from django.utils import timezone
 
+from diagnosis.contracts import BINDING_FIELDS, SelfEvaluation
 from diagnosis.models import CaseLibraryEntry, DiagnosisRun, ToolInvocation
 from diagnosis.redaction import redact_text
+from diagnosis.services.access import can_publish_cases
 
 Feedback = DiagnosisRun.Feedback
 SUMMARY_MAX_CHARS = 500
@@ -54,26 +56,17 @@ class FeedbackGiven:
     case: CaseLibraryEntry | None
 
 
-BINDING_FIELDS = ("source_invocation_id", "tool_name", "raw_path", "evidence_excerpt")
 MAX_CASE_CLAIMS = 20
 
 
 def verified_claims(self_evaluation) -> list[dict]:
     """The run's claims that passed the Gatekeeper, each with only its verified bindings."""
-    verifier = self_evaluation.get("verifier_evaluation") if isinstance(self_evaluation, dict) else None
-    verified = verifier.get("verified_executor_output") if isinstance(verifier, dict) else None
-    claims = verified.get("claims") if isinstance(verified, dict) else None
-    if not isinstance(claims, list):
-        return []
     kept = []
-    for claim in claims[:MAX_CASE_CLAIMS]:
-        if not isinstance(claim, dict) or not isinstance(claim.get("statement"), str) or not claim["statement"].strip():
-            continue
-        evidence = [{k: str(b.get(k, ""))[:2000] for k in BINDING_FIELDS}
-                    for b in claim.get("evidence") or [] if isinstance(b, dict)]
+    for claim in SelfEvaluation.read(self_evaluation).verified_claims[:MAX_CASE_CLAIMS]:
+        evidence = [{k: str(b.get(k, ""))[:2000] for k in BINDING_FIELDS} for b in claim.evidence]
         if evidence:
-            kept.append({"claim_id": str(claim.get("claim_id", ""))[:64], "statement": claim["statement"].strip()[:2000],
-                         "evidence": evidence})
+            kept.append({"claim_id": str(claim.claim_id if claim.claim_id is not None else "")[:64],
+                         "statement": claim.statement.strip()[:2000], "evidence": evidence})
     return kept
 
 
@@ -136,8 +129,6 @@ def run_feedback_give(*, user, run: DiagnosisRun, feedback: str, comment: str = 
 
 def case_publish(*, user, case: CaseLibraryEntry, publish: bool = True) -> CaseLibraryEntry:
     """Support staff publish a candidate (or withdraw a published case back to candidate)."""
-    from diagnosis.services.access import can_publish_cases
-
     if not can_publish_cases(user):
         raise CasePublishRefused("only support staff publish cases")
     if publish:

@@ -9,6 +9,10 @@ from django.conf import settings
 from django.core.cache import cache
 from django.db import connection
 
+from config.celery import app
+
+from diagnosis.services.reaper import reaper_last_run
+
 
 def _check_database() -> None:
     with connection.cursor() as cursor:
@@ -27,7 +31,6 @@ def _check_cache() -> None:
 def _check_broker() -> None:
     if settings.CELERY_TASK_ALWAYS_EAGER:
         return  # the embedded default runs tasks in-process: there is no broker to reach
-    from config.celery import app
 
     with app.connection_for_write() as conn:
         conn.ensure_connection(max_retries=1, timeout=2)
@@ -53,8 +56,6 @@ def _last_reap(checks: dict) -> str | None:
     """When a reaper pass last finished, from any worker or beat (ISO 8601); None if never or unknown."""
     if not checks.get("database", {}).get("ok"):
         return None
-    from diagnosis.services.reaper import reaper_last_run
-
     try:
         last = reaper_last_run()
     except Exception:

@@ -12,6 +12,7 @@ import secrets
 from django.db import transaction
 from django.utils import timezone
 
+from diagnosis.contracts import RunCounts, RunResult
 from diagnosis.models import DiagnosisRun
 from diagnosis.observability import metrics
 
@@ -92,21 +93,42 @@ def _duration_ms(run_id: str, now) -> int | None:
     return max(0, int((now - begin).total_seconds() * 1000))
 
 
+def _result_columns(result: RunResult | None, counts: RunCounts | None) -> dict:
+    """The columns of `diagnosis_run` a run result and its counts are stored in."""
+    columns: dict = {}
+    if result is not None:
+        columns.update(
+            degraded=result.degraded, effective_verdict=str(result.effective_verdict or ""),
+            diagnosis=result.diagnosis, self_evaluation=result.self_evaluation,
+            orchestration_trace=result.orchestration_trace,
+        )
+    if counts is not None:
+        columns.update(
+            step_count=counts.step_count, tool_count=counts.tool_count, prompt_tokens=counts.prompt_tokens,
+            completion_tokens=counts.completion_tokens, model_name=counts.model_name[:128],
+            prompt_version=counts.prompt_version[:64],
+        )
+    return columns
+
+
 @transaction.atomic
-def run_succeed(*, run_id: str, answer: str, token: str | None = None, **results) -> DiagnosisRun:
-    """RUNNING -> SUCCESS with the answer and the mapped results (verdict, evaluation, trace, counts).
+def run_succeed(*, run_id: str, result: RunResult, counts: RunCounts | None = None,
+                token: str | None = None) -> DiagnosisRun:
+    """RUNNING -> SUCCESS with the answer and its audit (verdict, evaluation, trace) and the counts.
     With `token`, only under that claim (LeaseLost otherwise)."""
-    if not answer or not answer.strip():
+    if not result.answer or not result.answer.strip():
         raise ValueError("a successful run needs a non-empty answer")
     now = timezone.now()
     return _move(
         run_id=run_id, source={Status.RUNNING}, target=Status.SUCCESS, token=token,
-        answer=answer, finished_at=now, heartbeat_at=now, duration_ms=_duration_ms(run_id, now), **results,
+        answer=result.answer, finished_at=now, heartbeat_at=now, duration_ms=_duration_ms(run_id, now),
+        **_result_columns(result, counts),
     )
 
 
 @transaction.atomic
-def run_fail(*, run_id: str, error_code: str, error_message: str, token: str | None = None, **results) -> DiagnosisRun:
+def run_fail(*, run_id: str, error_code: str, error_message: str, token: str | None = None,
+             partial: RunResult | None = None, counts: RunCounts | None = None) -> DiagnosisRun:
     """PENDING or RUNNING -> FAILED, keeping whatever partial results really exist. With `token`, only
     a RUNNING run under that claim (LeaseLost otherwise)."""
     now = timezone.now()
@@ -114,5 +136,5 @@ def run_fail(*, run_id: str, error_code: str, error_message: str, token: str | N
         run_id=run_id, source={Status.RUNNING} if token else {Status.PENDING, Status.RUNNING}, target=Status.FAILED,
         token=token,
         error_code=error_code[:64], error_message=error_message[:4000], finished_at=now,
-        duration_ms=_duration_ms(run_id, now), **results,
+        duration_ms=_duration_ms(run_id, now), **_result_columns(partial, counts),
     )

@@ -25,10 +25,13 @@ from django.db import IntegrityError, connection, transaction
 from django.db.models import Count, Q, Sum
 from django.utils import timezone
 
+from diagnosis import tasks
+from diagnosis.contracts import RunCounts, RunResult
 from diagnosis.graph.trace import build_orchestration_trace
 from diagnosis.models import AgentStep, DiagnosisRun, MaintenanceLock, RunEvent, ToolInvocation
 from diagnosis.services.lifecycle import RunTransitionError, run_fail
 from diagnosis.services.progress import ProgressPublisher
+from diagnosis.services.submission import BrokerUnavailable, run_enqueue
 
 logger = logging.getLogger(__name__)
 Status = DiagnosisRun.Status
@@ -86,9 +89,9 @@ def run_reap(*, run_id: str, lease_seconds: float | None = None) -> DiagnosisRun
         failed = run_fail(
             run_id=run_id, error_code=WORKER_LOST,
             error_message=f"the worker stopped sending heartbeats (last {last}, lease {lease:g}s); partial steps and trace are kept",
-            orchestration_trace=trace,
-            step_count=steps["n"] or 0, tool_count=ToolInvocation.objects.filter(run_id=run.pk).count(),
-            prompt_tokens=steps["p"] or 0, completion_tokens=steps["c"] or 0,
+            partial=RunResult(orchestration_trace=trace),
+            counts=RunCounts(step_count=steps["n"] or 0, tool_count=ToolInvocation.objects.filter(run_id=run.pk).count(),
+                             prompt_tokens=steps["p"] or 0, completion_tokens=steps["c"] or 0),
         )
     except RunTransitionError:
         return None
@@ -117,9 +120,6 @@ def _pending_lost(cutoff) -> Q:
 def runs_requeue_lost(*, deadline_seconds: float | None = None) -> dict[str, list[str]]:
     """PENDING runs older than the queue deadline: published again once; past a second deadline, FAILED
     queue_lost. Returns {"requeued": [...], "failed": [...]} run ids."""
-    from diagnosis.services.chat import BrokerUnavailable, run_enqueue  # chat imports the task layer late too
-    from diagnosis.tasks import execute_run
-
     deadline = settings.RUN_QUEUE_DEADLINE_SECONDS if deadline_seconds is None else deadline_seconds
     now = timezone.now()
     cutoff = now - timedelta(seconds=deadline)
@@ -130,7 +130,7 @@ def runs_requeue_lost(*, deadline_seconds: float | None = None) -> dict[str, lis
             # Conditional: of two reapers (or a reaper and a worker's claim) only one acts.
             if DiagnosisRun.objects.filter(run_id=run_id, status=Status.PENDING, requeued_at__isnull=True).update(requeued_at=now):
                 try:
-                    run_enqueue(run_id=run_id, task=execute_run)  # a broker that refuses it fails the run
+                    run_enqueue(run_id=run_id, task=tasks.execute_run)  # a broker that refuses it fails the run
                     done["requeued"].append(run_id)
                     logger.warning("run %s was PENDING for more than %ss: published again", run_id, deadline)
                 except BrokerUnavailable:

@@ -2,7 +2,8 @@
 and prompt catalog.
 
 `replay_submit` creates the new run (linked by `replay_of`, in a session of the caller's) and
-enqueues it on the normal task path; `replay_execute` is what `run_execute` calls for such a run:
+enqueues it on the normal task path; `replay_context` and `replay_execute` are the replay flow of
+`services/execution.py`:
 the same diagnosis graph, with a recorded tool backend that answers every tool call from the
 original run's invocations (`diagnosis.tools.recorded`), and a recorder that copies each served
 invocation with a pointer to its source.
@@ -19,14 +20,19 @@ from typing import Any, Iterable
 from django.conf import settings
 from django.db import IntegrityError, connection, transaction
 
+from diagnosis import tasks
 from diagnosis.agents.catalog import PromptError, resolve_catalog, use_catalog
 from diagnosis.ids import new_invocation_id, new_session_id
 from diagnosis.llm.openai_model import build_chat_model
 from diagnosis.models import ChatSession, DiagnosisRun, ToolInvocation
 from diagnosis.services import memory, wiring
-from diagnosis.services.access import SUPPORT_STAFF
 from diagnosis.observability import metrics
+from diagnosis.roles import SUPPORT_STAFF
+from diagnosis.selectors import visible_runs
 from diagnosis.services.recording import RunRecorder
+from diagnosis.services.run_context import RunCannotStart, RunContext, run_lease_of
+from diagnosis.services.runs import diagnosis_execute
+from diagnosis.services.submission import RunRefused, run_enqueue
 from diagnosis.tools.recorded import RecordedBackend, RecordedCall
 
 logger = logging.getLogger(__name__)
@@ -42,10 +48,8 @@ class ReplayForbidden(Exception):
     """The caller may read the run (an auditor) but not replay it: answered as 403."""
 
 
-class ReplayInputError(Exception):
-    def __init__(self, field: str, message: str, code: str = "invalid_input", status: int = 400):
-        super().__init__(message)
-        self.field, self.message, self.code, self.status = field, message, code, status
+class ReplayInputError(RunRefused):
+    """A replay the service will not create: a code (invalid_input, not_replayable, run_not_finished) and a field."""
 
 
 @dataclass(frozen=True)
@@ -100,12 +104,7 @@ def replay_options_clean(*, model=None, models=None, prompt_version=None, live_f
 
 def replay_submit(*, user, run_id: str, options: ReplayOptions | None = None) -> DiagnosisRun:
     """Create the replay of `run_id` PENDING and enqueue it after the commit."""
-    from diagnosis.services.chat import run_enqueue
-    from diagnosis.tasks import execute_run  # tasks import services; import late
-
     options = options or ReplayOptions()
-    from diagnosis.services.access import visible_runs
-
     source = visible_runs(user).select_related("session").filter(run_id=run_id).first()
     if source is None:
         raise ReplayNotFound(run_id)
@@ -113,10 +112,10 @@ def replay_submit(*, user, run_id: str, options: ReplayOptions | None = None) ->
         raise ReplayForbidden(run_id)
     if source.agent_flow != DiagnosisRun.Flow.CHAT or source.strategy != DiagnosisRun.Strategy.DIAGNOSIS:
         raise ReplayInputError("runId", "only chat diagnosis runs can be replayed (not simple answers or alert analyses)",
-                               code="not_replayable", status=409)
+                               code="not_replayable")
     if not source.is_terminal:
         raise ReplayInputError("runId", "the run is still in progress; replay it once it has finished",
-                               code="run_not_finished", status=409)
+                               code="run_not_finished")
     with transaction.atomic():
         session = ChatSession.objects.create(session_id=new_session_id(), owner=user,
                                              title=f"Replay of {source.run_id}: {source.question}"[:200])
@@ -124,7 +123,7 @@ def replay_submit(*, user, run_id: str, options: ReplayOptions | None = None) ->
             session=session, question=source.question, strategy=source.strategy, agent_flow=source.agent_flow,
             replay_of=source, replay_options=options.to_dict(),
         )
-        transaction.on_commit(partial(run_enqueue, run_id=run.run_id, task=execute_run))
+        transaction.on_commit(partial(run_enqueue, run_id=run.run_id, task=tasks.execute_run))
     return run
 
 
@@ -211,22 +210,25 @@ def replay_history(source: DiagnosisRun) -> str:
     return "\n\n".join([incident, *parts])
 
 
-def replay_execute(run: DiagnosisRun, publish) -> DiagnosisRun | None:
-    """Execute a replay run (called by `run_execute`): the normal diagnosis path, recorded evidence."""
-    from diagnosis.services.runs import _execute_diagnosis, _finish_failed, _lease_of
-
+def replay_context(run: DiagnosisRun, publish) -> dict:
+    """What a replay's run context takes instead of the live wiring: a recorded backend for all four tools,
+    a recorder that copies each served invocation, the model the replay named, the recorded run's history."""
     source = run.replay_of
     options = ReplayOptions.from_dict(run.replay_options)
     if source is None:
-        return _finish_failed(run, publish, code="replay_source_missing", message="the recorded run no longer exists")
+        raise RunCannotStart("replay_source_missing", "the recorded run no longer exists")
     live = wiring.backends() if options.live_fallback else None
     backend = RecordedBackend(InvocationsRecording(source).recorded_calls(), live=live)
     model, model_names = replay_chat_model(options)
-    with use_catalog(options.prompt_version):
-        return _execute_diagnosis(
-            run, publish, recorder=ReplayRecorder(run, backend, publish=publish, lease=_lease_of(publish)), backends=backend.backends(),
-            model=model, model_names=model_names, history=replay_history(source),
-        )
+    return {"recorder": ReplayRecorder(run, backend, publish=publish, lease=run_lease_of(publish)),
+            "backends": backend.backends(), "model": model, "model_names": model_names,
+            "history_text": replay_history(source), "prompt_version": options.prompt_version}
+
+
+def replay_execute(rc: RunContext) -> DiagnosisRun | None:
+    """Execute a replay run: the normal diagnosis path, recorded evidence, the pinned prompt catalog."""
+    with use_catalog(rc.prompt_version):
+        return diagnosis_execute(rc)
 
 
 def replay_wait(run: DiagnosisRun, seconds: float) -> DiagnosisRun:

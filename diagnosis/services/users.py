@@ -9,8 +9,7 @@ from django.contrib.auth.models import Group
 from django.db import transaction
 from rest_framework.authtoken.models import Token
 
-SUPPORT_GROUP = "support_staff"
-AUDITOR_GROUP = "auditor"
+from diagnosis.roles import SUPPORT_STAFF
 
 
 @transaction.atomic
@@ -26,7 +25,7 @@ def api_client_create(*, username: str, rotate: bool = False) -> tuple:
 
 
 @transaction.atomic
-def support_user_create(*, username: str, password: str | None = None, group: str = SUPPORT_GROUP) -> tuple:
+def support_user_create(*, username: str, password: str | None = None, group: str = SUPPORT_STAFF) -> tuple:
     """A staff user in the support-staff (or auditor) group, able to log into the audit console."""
     password = password or secrets.token_urlsafe(12)
     user, _ = get_user_model().objects.get_or_create(username=username)

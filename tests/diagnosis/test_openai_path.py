@@ -9,7 +9,7 @@ import pytest
 
 from diagnosis.agents.results import SELF_EVALUATION_MAX_BYTES
 from diagnosis.models import AgentStep, DiagnosisRun, ToolInvocation
-from diagnosis.services.runs import run_execute
+from diagnosis.services.execution import run_execute
 from tests.diagnosis.conftest import tool_outputs, user_payload
 from tests.support.fake_openai import Reply, answer_plan
 

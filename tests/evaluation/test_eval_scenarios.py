@@ -9,7 +9,7 @@ from django.conf import settings
 from django.core.management import CommandError, call_command
 
 from diagnosis.models import DiagnosisRun
-from diagnosis.services import evaluation
+from diagnosis.evaluation import scenarios as evaluation
 
 pytestmark = pytest.mark.django_db
 
@@ -39,7 +39,7 @@ def test_the_offline_analyser_makes_no_unverified_claim_on_any_scenario(tmp_path
         assert not run.diagnosis["undetermined"], run.diagnosis
         run = DiagnosisRun.objects.get(run_id=row["run_id"])
         assert run.orchestration_trace["final_node"] == "composer"
-        cited = set(evaluation.INVOCATION_RE.findall(run.answer))
+        cited = set(evaluation.INVOCATION_REF_RE.findall(run.answer))
         assert cited and cited <= set(run.tool_invocations.values_list("invocation_id", flat=True))
         assert ("离线分析器" if row["language"] == "zh" else "Offline analyser") in run.answer
     assert "| scenario | lang |" in (tmp_path / "evaluation.md").read_text()

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from diagnosis.services import evaluation
+from diagnosis.evaluation import scenarios as evaluation
 
 pytestmark = pytest.mark.django_db
 HOLDOUT = Path(__file__).resolve().parents[1] / "holdout_scenarios"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from django.utils import timezone
 
+from diagnosis.contracts import RunCounts, RunResult, Verdict
 from diagnosis.models import DiagnosisRun
 from diagnosis.services.lifecycle import RunTransitionError, run_claim, run_fail, run_heartbeat, run_succeed
 from tests.factories import DiagnosisRunFactory
@@ -26,7 +27,8 @@ def test_a_pending_run_is_claimed_once_and_only_once():
 def test_a_running_run_succeeds_with_duration_and_finish_time():
     run = DiagnosisRunFactory()
     run_claim(run_id=run.run_id)
-    done = run_succeed(run_id=run.run_id, answer="The pool is exhausted.", degraded=False, effective_verdict="PASS", step_count=6)
+    done = run_succeed(run_id=run.run_id, result=RunResult(answer="The pool is exhausted.", effective_verdict=Verdict.PASS),
+                       counts=RunCounts(step_count=6))
     assert done.status == S.SUCCESS and done.answer == "The pool is exhausted."
     assert done.finished_at is not None and done.duration_ms is not None and done.duration_ms >= 0
     assert done.step_count == 6 and done.effective_verdict == "PASS"
@@ -36,7 +38,7 @@ def test_a_success_needs_an_answer():
     run = DiagnosisRunFactory()
     run_claim(run_id=run.run_id)
     with pytest.raises(ValueError):
-        run_succeed(run_id=run.run_id, answer="  ")
+        run_succeed(run_id=run.run_id, result=RunResult(answer="  "))
     run.refresh_from_db()
     assert run.status == S.RUNNING
 
@@ -51,7 +53,7 @@ def test_pending_and_running_runs_can_fail_with_a_reason(start):
 def test_a_pending_run_cannot_succeed_directly():
     run = DiagnosisRunFactory()
     with pytest.raises(RunTransitionError):
-        run_succeed(run_id=run.run_id, answer="x")
+        run_succeed(run_id=run.run_id, result=RunResult(answer="x"))
     run.refresh_from_db()
     assert run.status == S.PENDING
 
@@ -61,7 +63,7 @@ def test_terminal_runs_never_move_again(terminal):
     run = DiagnosisRunFactory(status=terminal)
     for move in (
         lambda: run_claim(run_id=run.run_id),
-        lambda: run_succeed(run_id=run.run_id, answer="x"),
+        lambda: run_succeed(run_id=run.run_id, result=RunResult(answer="x")),
         lambda: run_fail(run_id=run.run_id, error_code="x", error_message="y"),
     ):
         with pytest.raises(RunTransitionError):
@@ -88,7 +90,7 @@ def test_heartbeat_only_touches_running_runs():
 def test_feedback_fields_never_change_status():
     run = DiagnosisRunFactory()
     run_claim(run_id=run.run_id)
-    run_succeed(run_id=run.run_id, answer="ok")
+    run_succeed(run_id=run.run_id, result=RunResult(answer="ok"))
     DiagnosisRun.objects.filter(pk=run.pk).update(feedback="not_useful", feedback_at=timezone.now())
     run.refresh_from_db()
     assert run.status == S.SUCCESS

@@ -10,9 +10,9 @@ import redis
 from django.conf import settings
 from django.db import connection, transaction
 
-from diagnosis.models import DiagnosisRun, ServiceProbe
-from diagnosis.tasks import ping
+from diagnosis.models import DiagnosisRun, MaintenanceLock
 from tests.factories import DiagnosisRunFactory
+from tests.support.probe import ping
 from tests.support.worker import celery_worker
 
 pytestmark = pytest.mark.services
@@ -56,7 +56,7 @@ def _queue_length(name: str) -> int:
 @pytest.mark.django_db(transaction=True)
 def test_a_task_enqueued_on_commit_is_executed_by_a_real_worker_and_writes_to_mysql():
     committed, rolled_back = f"commit-{uuid.uuid4().hex}", f"rollback-{uuid.uuid4().hex}"
-    with celery_worker(name="foundation"):
+    with celery_worker(name="foundation", include="tests.support.probe"):
         with transaction.atomic():
             ping.delay_on_commit(committed)
             assert _queue_length("maintenance") == 0, "nothing may be sent before the commit"
@@ -67,10 +67,10 @@ def test_a_task_enqueued_on_commit_is_executed_by_a_real_worker_and_writes_to_my
         except RuntimeError:
             pass
         deadline = time.monotonic() + 30
-        while not ServiceProbe.objects.filter(token=committed).exists():
+        while not MaintenanceLock.objects.filter(name=committed).exists():
             assert time.monotonic() < deadline, "the worker never wrote the probe row"
             time.sleep(0.2)
         time.sleep(1)
-    probe = ServiceProbe.objects.get(token=committed)
-    assert probe.worker
-    assert not ServiceProbe.objects.filter(token=rolled_back).exists()
+    probe = MaintenanceLock.objects.get(name=committed)
+    assert probe.holder
+    assert not MaintenanceLock.objects.filter(name=rolled_back).exists()

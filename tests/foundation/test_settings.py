@@ -180,9 +180,10 @@ def test_the_celery_app_declares_both_queues_and_routes_tasks():
 
     app.loader.import_default_modules()  # what a worker does at start: autodiscovery
     assert {q.name for q in app.conf.task_queues} == {"diagnosis", "maintenance"}
-    assert app.conf.task_routes["diagnosis.tasks.ping"] == {"queue": "maintenance"}
     assert app.conf.task_routes["diagnosis.tasks.execute_run"] == {"queue": "diagnosis"}
-    assert "diagnosis.tasks.ping" in app.tasks
+    assert app.conf.task_routes["diagnosis.tasks.reap_stale_runs"] == {"queue": "maintenance"}
+    assert {"diagnosis.tasks.execute_run", "diagnosis.tasks.reap_stale_runs"} <= set(app.tasks)
+    assert "diagnosis.tasks.ping" not in app.tasks  # the worker probe is test support (tests/support/probe.py)
 
 
 def test_env_helpers_reject_bad_values_with_the_variable_name():

@@ -15,7 +15,7 @@ from diagnosis.gatekeeper import (
     ClaimReason,
     GatekeeperResult,
     OutcomeReason,
-    ReasonCode,
+    BindingReason,
     Verdict,
     project_verified_input,
     verify_bindings,
@@ -56,7 +56,7 @@ def reason_of(b: dict, lookup: InMemoryLookup, **kwargs) -> str:
 
 
 def test_a_binding_that_quotes_the_cited_value_is_verified(lookup):
-    assert reason_of(binding("Connection is not available"), lookup) == ReasonCode.VERIFIED
+    assert reason_of(binding("Connection is not available"), lookup) == BindingReason.VERIFIED
 
 
 def test_an_unknown_invocation_id_is_invocation_not_found(lookup):

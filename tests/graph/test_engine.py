@@ -474,23 +474,6 @@ def test_every_engine_error_carries_a_stable_code():
 # --------------------------------------------------------------------------- rendering
 
 
-def test_mermaid_draws_static_edges_solid_and_conditional_edges_labelled():
-    graph = StateGraph()
-    graph.add_node("check", set_key("ok", 1))
-    graph.add_node("done", set_key("d", 1))
-    graph.set_entry("check")
-    graph.add_conditional_edges("check", lambda state: "ok", {"ok": "done", 'odd|"key"': END})
-    graph.add_edge("done", END)
-
-    text = graph.compile().to_mermaid()
-
-    assert text.startswith("flowchart TD\n")
-    assert "__start__ --> check" in text
-    assert 'check -.->|"ok"| done' in text
-    assert 'check -.->|"odd#124;#quot;key#quot;"| __end__' in text
-    assert "done --> __end__" in text
-
-
 def test_describe_lists_nodes_and_edges_for_a_console_drawing():
     topology = linear("a", "b").compile().describe()
 

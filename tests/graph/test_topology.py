@@ -46,22 +46,6 @@ def test_the_topology_has_exactly_the_edges_of_the_routing_table(graph):
     assert edges == DIAGNOSIS_EDGES
 
 
-def test_the_mermaid_rendering_contains_every_node_and_edge(graph):
-    text = graph.to_mermaid()
-
-    assert text.startswith("flowchart TD\n")
-    for node in N.ALL:
-        assert f'{node}["{node}"]' in text
-    assert "__start__([START])" in text and "__end__([END])" in text
-    for src, dst in DIAGNOSIS_EDGES:
-        assert any(line.strip().startswith(f"{src} ") and line.strip().endswith(f" {dst}")
-                   for line in text.splitlines()), (src, dst)
-    assert 'gatekeeper -.->|"LOW_CONFID_with_binding"| verified_input' in text
-    assert 'verifier -.->|"evidence_gap"| evidence_retry' in text
-    assert 'composer -.->|"technical_retry"| composer' in text
-    assert "evidence_retry --> planner" in text
-
-
 def test_the_ports_can_be_given_as_a_mapping_keyed_by_node_name():
     ports = ScriptedPorts.with_scripts()
 

@@ -10,7 +10,7 @@ import pytest
 from diagnosis.llm import schemas
 from diagnosis.models import AgentStep, DiagnosisRun
 from diagnosis.agents.runtime import TOOL_PARAMETERS
-from diagnosis.services.runs import run_execute
+from diagnosis.services.execution import run_execute
 from diagnosis.tools.registry import ALLOWED_TOOLS
 from tests.diagnosis.conftest import demo_knowledge, fake_openai, make_run, openai_llm  # noqa: F401
 from tests.reliability.scripted import HAPPY, ROLES, script_happy

@@ -10,7 +10,7 @@ from functools import lru_cache
 
 import pytest
 
-from diagnosis.agents.nodes import INVOCATION_REF_RE
+from diagnosis.contracts import INVOCATION_REF_RE
 from diagnosis.agents.runtime import question_language
 from diagnosis.demo.loader import load_ground_truth, load_scenario_meta, scenario_dir, shipped_scenarios
 from diagnosis.tools.registry import ALLOWED_TOOLS

@@ -22,7 +22,7 @@ from diagnosis.llm.base import parse_json_object
 from diagnosis.llm.openai_model import SCHEMA_LEVELS
 from diagnosis.models import AgentStep, DiagnosisRun, ToolInvocation
 from diagnosis.services.aiops import aiops_submit
-from diagnosis.services.runs import run_execute
+from diagnosis.services.execution import run_execute
 from tests.aiops.conftest import scenario_alerts
 from tests.diagnosis.conftest import demo_knowledge, make_run  # noqa: F401
 from tests.support.real_model import MODEL_ALIAS

@@ -15,7 +15,7 @@ from django.utils import timezone
 from diagnosis.models import AgentStep, DiagnosisRun, RunEvent, ToolInvocation
 from diagnosis.services import wiring
 from diagnosis.services.reaper import runs_reap_stale, runs_stale
-from diagnosis.services.runs import run_execute
+from diagnosis.services.execution import run_execute
 from diagnosis.tasks import execute_run, reap_stale_runs
 from tests.factories import AgentStepFactory
 
@@ -140,7 +140,7 @@ def test_a_redelivered_message_for_a_stale_run_records_worker_lost_with_the_part
 def test_a_redelivered_message_for_a_live_run_waits_for_the_lease_then_reaps_it(make_run, demo_knowledge, settings):
     """Never acknowledged while the run may be lost: the delivery waits while the lease is live, and once
     it lapses records the run FAILED worker_lost itself, adding no step."""
-    from diagnosis.services import runs
+    from diagnosis.services import execution as runs
 
     run = crash_mid_run(make_run("Why is payment-service failing?"))  # heartbeat still fresh: its worker may be alive
     steps = list(AgentStep.objects.filter(run=run).values_list("pk", "status"))
@@ -164,7 +164,7 @@ def test_a_redelivered_message_for_a_live_run_waits_for_the_lease_then_reaps_it(
 
 
 def test_a_redelivered_message_for_a_run_that_finishes_meanwhile_returns_its_status(make_run, demo_knowledge):
-    from diagnosis.services import runs
+    from diagnosis.services import execution as runs
 
     run = crash_mid_run(make_run("Why is payment-service failing?"))
 

@@ -15,7 +15,7 @@ import pytest
 from rest_framework.test import APIClient
 
 from diagnosis.models import DiagnosisRun, ToolInvocation
-from diagnosis.services.runs import run_execute
+from diagnosis.services.execution import run_execute
 from tests.reliability.conftest import closed_port
 from tests.reliability.scripted import PLAN, VERDICT_PASS, compose_citing_evidence, script_happy
 from tests.support.fake_openai import Reply

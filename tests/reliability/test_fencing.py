@@ -13,14 +13,16 @@ from django.utils import timezone
 
 from diagnosis.models import AgentStep, DiagnosisRun, MaintenanceLock, RunEvent, ToolInvocation
 from diagnosis.services import wiring
-from diagnosis.services.chat import chat_submit
+from diagnosis.services.submission import run_submit
 from diagnosis.services.health import health_check
 from diagnosis.services.lease import RunLease
 from diagnosis.services.lifecycle import LeaseLost, run_claim, run_heartbeat
 from diagnosis.services.progress import ProgressPublisher
 from diagnosis.services.reaper import REAPER_LOCK, reaper_pass, run_reap, runs_requeue_lost
 from diagnosis.services.recording import RunRecorder
-from diagnosis.services.runs import _finish_succeeded, run_execute
+from diagnosis.services.execution import run_execute
+from diagnosis.contracts import RunResult
+from diagnosis.services.run_context import run_finish_succeeded
 
 pytestmark = pytest.mark.django_db
 S = DiagnosisRun.Status
@@ -66,7 +68,7 @@ def test_every_write_of_a_reaped_worker_is_refused(make_run, settings):
                                               truncated=False, error_message="", duration_ms=1, retrieval_details=None),
         "event": lambda: publish("node", {"node": "executor"}),
         "heartbeat": lease.fence,
-        "result": lambda: _finish_succeeded(run, publish, answer="late", status_event={}),
+        "result": lambda: run_finish_succeeded(run, publish, result=RunResult(answer="late"), status_event={}),
     }
     for name, write in attempts.items():
         with pytest.raises(LeaseLost):
@@ -174,6 +176,6 @@ def test_lost_requeued_and_lapsed_runs_do_not_count_against_the_active_run_cap(m
     age(past, created_at=settings.RUN_QUEUE_DEADLINE_SECONDS + 1)
     make_run("live", owner=alice, status=S.RUNNING, heartbeat_at=now)
     with mock.patch("diagnosis.tasks.execute_run.delay"):
-        assert chat_submit(user=alice, question="one more").created  # 1 live + this one = the cap of 2
+        assert run_submit(user=alice, question="one more").created  # 1 live + this one = the cap of 2
         with pytest.raises(Exception, match="at most 2 may run at once"):
-            chat_submit(user=alice, question="and another")
+            run_submit(user=alice, question="and another")

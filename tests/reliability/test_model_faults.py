@@ -14,7 +14,7 @@ from collections import Counter
 import pytest
 
 from diagnosis.models import AgentStep, DiagnosisRun, ToolInvocation
-from diagnosis.services.runs import run_execute
+from diagnosis.services.execution import run_execute
 from tests.reliability.scripted import HAPPY, PLAN, ROLES, TOOL_CALL, evidence_from_logs, script_happy
 from tests.support.fake_openai import Reply
 

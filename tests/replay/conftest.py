@@ -8,7 +8,7 @@ from diagnosis.demo.loader import load_scenario_meta, scenario_dir
 from diagnosis.ids import new_session_id
 from diagnosis.models import ChatSession, DiagnosisRun
 from diagnosis.services import wiring
-from diagnosis.services.runs import run_execute
+from diagnosis.services.execution import run_execute
 from diagnosis.tools.backends.demo import DemoBackend
 from tests.api.conftest import alice_api, bob_api, support_api, token_client  # noqa: F401
 from tests.diagnosis.conftest import demo_knowledge, fake_openai, openai_llm  # noqa: F401

@@ -72,7 +72,7 @@ def test_another_users_run_cannot_be_replayed(alice, bob, recorded):
 
 
 def test_a_replay_whose_recorded_run_was_purged_fails_instead_of_running_live(alice, recorded):
-    from diagnosis.services.runs import run_execute
+    from diagnosis.services.execution import run_execute
 
     original = recorded("inventory-disk-full")
     replay = DiagnosisRun.objects.create(session=original.session, question=original.question, replay_of=original,

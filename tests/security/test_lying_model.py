@@ -21,7 +21,7 @@ from rest_framework.test import APIClient
 from diagnosis.agents.catalog import load_catalog
 from diagnosis.models import CaseLibraryEntry, DiagnosisRun
 from diagnosis.services.feedback import NotRateableUseful, case_publish, run_feedback_give
-from diagnosis.services.runs import run_execute
+from diagnosis.services.execution import run_execute
 from diagnosis.services.strategy import strategy_choose
 from tests.diagnosis.conftest import tool_outputs, user_payload
 from tests.support.fake_openai import Reply, answer_plan

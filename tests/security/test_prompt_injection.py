@@ -25,7 +25,7 @@ from diagnosis.models import DiagnosisRun, ToolInvocation
 from diagnosis.redaction import redact_text
 from diagnosis.services import wiring
 from diagnosis.services.knowledge import knowledge_load_folder
-from diagnosis.services.runs import run_execute
+from diagnosis.services.execution import run_execute
 from diagnosis.tools.backends.demo import DemoBackend
 from diagnosis.tools.registry import ALLOWED_TOOLS
 from tests.diagnosis.conftest import TOOL_OUTPUT_RE, user_payload

@@ -31,14 +31,15 @@ def worker_env(**extra: str) -> dict:
 
 @contextmanager
 def celery_worker(*, name: str = "test", concurrency: int = 1, pool: str = "prefork", queues: str = "diagnosis,maintenance",
-                  extra_env: dict | None = None, log_path: Path | None = None):
-    """A worker subprocess, ready when it logs 'ready'; stopped with SIGTERM (warm shutdown)."""
+                  extra_env: dict | None = None, log_path: Path | None = None, include: str | None = None):
+    """A worker subprocess, ready when it logs 'ready'; stopped with SIGTERM (warm shutdown). `include`
+    names extra task modules to load (test support tasks such as tests.support.probe)."""
     log_path = log_path or Path(os.environ.get("TMPDIR", "/tmp")) / f"celery-{name}-{os.getpid()}.log"
     log = open(log_path, "w+")
     proc = subprocess.Popen(
         [sys.executable, "-m", "celery", "-A", "config", "worker", "-l", "INFO", "-Q", queues, "-P", pool,
          "-c", str(concurrency), "-n", f"{name}-{os.getpid()}@%h", "--without-gossip", "--without-mingle",
-         "--without-heartbeat"],
+         "--without-heartbeat", *(["--include", include] if include else [])],
         cwd=ROOT, env=worker_env(**(extra_env or {})), stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
     )
     try:

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 from django.contrib.auth.models import AnonymousUser, Permission
 
-from diagnosis.services.access import can_give_feedback, is_support_staff, visible_runs, visible_sessions
+from diagnosis.selectors import visible_runs, visible_sessions
+from diagnosis.services.access import can_give_feedback, is_support_staff
 from tests.factories import UserFactory
 from tests.traces.conftest import make_run
 

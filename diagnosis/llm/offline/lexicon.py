@@ -8,11 +8,12 @@ import re
 from datetime import datetime, timezone
 from typing import Any, Mapping
 
+from diagnosis.contracts import EXECUTOR_EVIDENCE_VERSION, INVOCATION_REF_RE
 from diagnosis.llm.offline.cause import Cause, _m, _rx
 from diagnosis.llm.offline.taxonomy import BROAD_CAUSES, LAST_ERROR
 
 MODEL_NAME = "offline-analyser-v1"
-EVIDENCE_VERSION = "executor_evidence_v2"
+EVIDENCE_VERSION = EXECUTOR_EVIDENCE_VERSION
 PLAN_VERSION = "planner_plan_v1"
 DEFAULT_TOOLS = ("lookup_knowledge", "query_alerts", "query_logs", "query_metrics")
 
@@ -193,7 +194,7 @@ CHANGE_PATTERNS = _rx(
 INJECTION_PATTERNS = _rx(
     r"ignore (?:all |any )?(?:the )?(?:previous|prior|above|earlier|your) (?:instructions|rules|prompts?)",
     r"disregard (?:all |any )?(?:the )?(?:previous|prior|above|your) ", r"\bsystem[ _]prompt\b", r"\byou are now\b",
-    r"\bnew instructions?\b", r"\b(?:call|invoke|use) (?:the )?tool\b", r"\binv-[0-9a-f]{8}\b", r"</?tool_output",
+    r"\bnew instructions?\b", r"\b(?:call|invoke|use) (?:the )?tool\b", INVOCATION_REF_RE.pattern, r"</?tool_output",
     r"忽略(?:之前|以上|先前|所有)", r"\bas an ai\b",
     # overriding the rules, or speaking to the model
     r"\b(?:system|developer|admin) (?:override|mode)\b", r"\bnew rules?:", r"\breply only with\b",
@@ -226,7 +227,7 @@ HEALTHY_LINE = re.compile(r"health|\bok\b|passed|ready|healthy|正常|成功", r
 CAUSES_HEADING = re.compile(r"cause|原因", re.IGNORECASE)
 CONDITIONAL_ADVICE = re.compile(r"^(?:if|for|when|in case of|如果|若|当)\s*(.+?)[,:，：]", re.IGNORECASE)
 REMEDIATION_HEADING = re.compile(r"remediation|mitigation|\bfix|action|处置|处理|修复|解决|应对", re.IGNORECASE)
-INVOCATION_REF = re.compile(r"\binv-[0-9a-f]{8}\b")
+INVOCATION_REF = INVOCATION_REF_RE
 CJK = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]")
 
 _TOKEN = r"[a-z][a-z0-9]*(?:-[a-z0-9]+)+"

@@ -3,7 +3,7 @@ from pathlib import Path
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
-from diagnosis.services.evaluation import IncrementalReport, evaluate_folder, markdown_table, summary
+from diagnosis.evaluation.scenarios import IncrementalReport, evaluate_folder, markdown_table, summary
 
 
 class Command(BaseCommand):

@@ -1,3 +1,4 @@
+# size: the demo backend serves all five tools from scenario data, each answer shaped like the real one.
 """The embedded telemetry backend: shipped incident scenarios served as logs, metrics and alerts.
 
 Scenario times are relative (``offset_seconds``); at load they are shifted so that offset 0 is

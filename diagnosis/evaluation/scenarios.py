@@ -17,16 +17,16 @@ from pathlib import Path
 
 from django.contrib.auth import get_user_model
 
+from diagnosis.contracts import INVOCATION_REF_RE, SelfEvaluation, StructuredDiagnosis, Verdict
 from diagnosis.demo.loader import load_ground_truth, load_scenario_meta
 from diagnosis.ids import new_session_id
 from diagnosis.llm.schemas import PlannerPlan, is_valid
 from diagnosis.models import AgentStep, ChatSession, DiagnosisRun
 from diagnosis.services import wiring
 from diagnosis.services.knowledge import knowledge_load_folder
-from diagnosis.services.runs import run_execute
+from diagnosis.services.execution import run_execute
 from diagnosis.tools.backends.demo import DemoBackend
 
-INVOCATION_RE = re.compile(r"\binv-[0-9a-f]{8}\b")
 EVAL_USER = "evaluation"
 
 
@@ -75,17 +75,16 @@ def _unquoted(text: str) -> str:
 
 def score_run(run: DiagnosisRun, truth: dict) -> dict:
     answer = run.answer or ""
-    evaluation = run.self_evaluation or {}
-    rules = evaluation.get("rule_evaluation", {})
-    verified = (evaluation.get("verifier_evaluation") or {}).get("verified_evidence") or []
-    verified_ids = {e.get("source_invocation_id") for e in verified}
-    diagnosis = run.diagnosis if isinstance(run.diagnosis, dict) else {}
-    root = diagnosis.get("rootCause") if isinstance(diagnosis.get("rootCause"), dict) else None
+    evaluation = SelfEvaluation.read(run.self_evaluation)
+    rules = evaluation.rule_evaluation
+    verified_ids = {e.get("source_invocation_id") for e in evaluation.verifier.verified_evidence}
+    diagnosis = StructuredDiagnosis.read(run.diagnosis)
+    root = diagnosis.root_cause
     expected = truth.get("root_cause_service")
     healthy = bool(truth.get("expected_nothing_wrong")) or not expected
-    passed = run.effective_verdict == "PASS"
+    passed = run.effective_verdict == Verdict.PASS
     if healthy:
-        nothing_wrong_correct = bool(diagnosis.get("nothingWrong")) and root is None
+        nothing_wrong_correct = diagnosis.nothing_wrong and root is None
         service_hit = cause_hit = nothing_wrong_correct
         false_confidence = passed and root is not None
     else:
@@ -93,15 +92,15 @@ def score_run(run: DiagnosisRun, truth: dict) -> dict:
         service_hit = root is not None and (root.get("service") or "").lower() == expected.lower()
         said = _unquoted(str(root.get("summary") or "")) + " " + str(root.get("cause") or "").replace("_", " ") if root else ""
         cause_hit = root is not None and any(k.lower() in said.lower() for k in truth.get("cause_keywords", []))
-        false_confidence = passed and (diagnosis.get("nothingWrong") is True or (root is not None and not (service_hit and cause_hit)))
+        false_confidence = passed and (diagnosis.nothing_wrong or (root is not None and not (service_hit and cause_hit)))
     return {
         "service_hit": service_hit, "cause_hit": cause_hit, "root_cause_hit": service_hit and cause_hit,
-        "nothing_wrong_correct": nothing_wrong_correct, "undetermined": bool(diagnosis.get("undetermined")),
+        "nothing_wrong_correct": nothing_wrong_correct, "undetermined": diagnosis.undetermined,
         "false_confidence": false_confidence, "lenient_hit": _lenient_hit(run, truth),
         "citation_validity": float(rules.get("citation_validity_rate") or 0.0),
         "claims_verified": int(rules.get("claims_verified") or 0), "claims_total": int(rules.get("claims_total") or 0),
         # A citation in the answer to anything but verified evidence is an unsupported claim.
-        "unsupported_claims": len(set(INVOCATION_RE.findall(answer)) - verified_ids),
+        "unsupported_claims": len(set(INVOCATION_REF_RE.findall(answer)) - verified_ids),
         "fallback_used": bool(rules.get("fallback_used")),
     }
 

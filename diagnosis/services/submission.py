@@ -1,5 +1,8 @@
-"""Chat requests: resolve or create the caller's session, create the run PENDING and enqueue it
-after the commit. The same requestId twice in a session returns the same run."""
+"""Submitting a run (a chat question or an alert analysis): resolve or create the caller's session, create
+the run PENDING and enqueue it after the commit. The same requestId twice in a session returns the same run.
+
+A refused submission raises `RunRefused` with a code and a field; `diagnosis/api/errors.py` maps the code
+to an HTTP status."""
 
 from __future__ import annotations
 
@@ -14,18 +17,23 @@ from django.db import IntegrityError, transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from diagnosis import tasks
+from diagnosis.contracts import SESSION_ID_PATTERN
 from diagnosis.ids import is_valid_session_id, new_session_id
 from diagnosis.models import ChatSession, DiagnosisRun
 from diagnosis.redaction import redact_text
+from diagnosis.services.lifecycle import RunTransitionError, run_fail
 from diagnosis.services.strategy import strategy_choose
 
 logger = logging.getLogger(__name__)
 
 
-class ChatInputError(Exception):
-    def __init__(self, field: str, message: str, code: str = "invalid_input", status: int = 400):
+class RunRefused(Exception):
+    """A run the service will not create (bad input, too many in progress): a code and the field at fault."""
+
+    def __init__(self, field: str, message: str, code: str = "invalid_input"):
         super().__init__(message)
-        self.field, self.message, self.code, self.status = field, message, code, status
+        self.field, self.message, self.code = field, message, code
 
 
 class BrokerUnavailable(Exception):
@@ -39,20 +47,20 @@ class SessionNotFound(Exception):
 
 
 @dataclass(frozen=True)
-class ChatSubmission:
+class RunSubmission:
     run: DiagnosisRun
     created: bool
 
 
 def _clean_question(question) -> str:
     if not isinstance(question, str) or not question.strip():
-        raise ChatInputError("question", "question must be a non-empty string")
+        raise RunRefused("question", "question must be a non-empty string")
     question = question.strip()
     if "\x00" in question:
-        raise ChatInputError("question", "question must not contain NUL characters")
+        raise RunRefused("question", "question must not contain NUL characters")
     limit = settings.CHAT_MAX_QUESTION_CHARS
     if len(question) > limit:
-        raise ChatInputError("question", f"question is longer than {limit} characters")
+        raise RunRefused("question", f"question is longer than {limit} characters")
     return question
 
 
@@ -61,7 +69,7 @@ def session_resolve(*, user, session_id: str | None) -> ChatSession:
     if session_id is None:
         return ChatSession.objects.create(session_id=new_session_id(), owner=user)
     if not is_valid_session_id(session_id):
-        raise ChatInputError("sessionId", "sessionId must match ^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$")
+        raise RunRefused("sessionId", f"sessionId must match {SESSION_ID_PATTERN}")
     session = ChatSession.objects.filter(session_id=session_id).first()
     if session is None:
         try:
@@ -74,13 +82,12 @@ def session_resolve(*, user, session_id: str | None) -> ChatSession:
     return session
 
 
-def chat_submit(*, user, question, session_id: str | None = None, mode: str = "auto",
-                request_id: str | None = None, flow: str = DiagnosisRun.Flow.CHAT) -> ChatSubmission:
-    from diagnosis.tasks import execute_run  # tasks import services; import late to keep the layering one-way
-
+def run_submit(*, user, question, session_id: str | None = None, mode: str = "auto",
+               request_id: str | None = None, flow: str = DiagnosisRun.Flow.CHAT) -> RunSubmission:
+    """Create the run PENDING in the caller's session and enqueue `execute_run` once the transaction commits."""
     question = _clean_question(question)
     if request_id is not None and (not isinstance(request_id, str) or not is_valid_session_id(request_id)):
-        raise ChatInputError("requestId", "requestId must match ^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$")
+        raise RunRefused("requestId", f"requestId must match {SESSION_ID_PATTERN}")
     strategy = DiagnosisRun.Strategy.DIAGNOSIS if flow == DiagnosisRun.Flow.AI_OPS else strategy_choose(question=question, mode=mode)
     with transaction.atomic():
         _active_run_limit(user)
@@ -88,7 +95,7 @@ def chat_submit(*, user, question, session_id: str | None = None, mode: str = "a
         if request_id:
             existing = DiagnosisRun.objects.filter(session=session, request_id=request_id).first()
             if existing:
-                return ChatSubmission(existing, False)
+                return RunSubmission(existing, False)
         try:
             with transaction.atomic():
                 run = DiagnosisRun.objects.create(
@@ -96,12 +103,12 @@ def chat_submit(*, user, question, session_id: str | None = None, mode: str = "a
                     request_id=request_id,
                 )
         except IntegrityError:  # the same requestId raced in: return the run that won
-            return ChatSubmission(DiagnosisRun.objects.get(session=session, request_id=request_id), False)
+            return RunSubmission(DiagnosisRun.objects.get(session=session, request_id=request_id), False)
         if not session.title:
             ChatSession.objects.filter(pk=session.pk).update(title=run.question[:200])
         # What DjangoTask.delay_on_commit does, plus: a broker that refuses the message fails the run.
-        transaction.on_commit(partial(run_enqueue, run_id=run.run_id, task=execute_run))
-    return ChatSubmission(run, True)
+        transaction.on_commit(partial(run_enqueue, run_id=run.run_id, task=tasks.execute_run))
+    return RunSubmission(run, True)
 
 
 def active_runs_q() -> Q:
@@ -123,13 +130,11 @@ def _active_run_limit(user) -> None:
     list(get_user_model().objects.select_for_update().filter(pk=user.pk).values_list("pk", flat=True))
     active = DiagnosisRun.objects.filter(active_runs_q(), session__owner=user).count()
     if active >= limit:
-        raise ChatInputError("question", f"{active} runs are still in progress; at most {limit} may run at once. "
-                             "Retry when one has finished.", code="too_many_active_runs", status=429)
+        raise RunRefused("question", f"{active} runs are still in progress; at most {limit} may run at once. "
+                             "Retry when one has finished.", code="too_many_active_runs")
 
 
 def run_enqueue(*, run_id: str, task) -> None:
-    from diagnosis.services.lifecycle import RunTransitionError, run_fail
-
     try:
         task.delay(run_id)
     except Exception as exc:  # kombu OperationalError, redis ConnectionError, ...

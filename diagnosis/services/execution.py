@@ -1,0 +1,136 @@
+"""Executing a run: claim it under a lease, build its context once, and hand it to its flow's executor.
+
+The flows (chat diagnosis, simple answer, replay, alert analysis) are a table: each names its executor,
+whether it uses tools and the session's history, and optionally how its context differs (a replay's
+recorded evidence and chosen model). Any unhandled error ends the run FAILED with its code.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+from typing import Callable
+
+from django.conf import settings
+
+from diagnosis.agents.runtime import AgentContext
+from diagnosis.models import DiagnosisRun
+from diagnosis.services import memory, wiring
+from diagnosis.services.aiops import aiops_execute
+from diagnosis.services.lease import RunLease
+from diagnosis.services.lifecycle import LeaseLost, RunTransitionError, run_claim
+from diagnosis.services.progress import ProgressPublisher
+from diagnosis.services.reaper import run_reap
+from diagnosis.services.recording import RunRecorder
+from diagnosis.services.replay import replay_context, replay_execute
+from diagnosis.services.run_context import RunCannotStart, RunContext, run_budget, run_finish_failed, run_lease_of
+from diagnosis.services.runs import diagnosis_execute, simple_execute
+from diagnosis.tools.registry import ToolBox
+
+logger = logging.getLogger(__name__)
+Status = DiagnosisRun.Status
+
+
+@dataclass(frozen=True)
+class FlowExecutor:
+    """How one flow executes: its executor, what its context holds, and what it overrides in it."""
+
+    execute: Callable[[RunContext], DiagnosisRun | None]
+    tools: bool = True
+    history: bool = False  # the session's earlier turns go into the prompts
+    prepare: Callable[..., dict] | None = None  # (run, publish) -> run_context_build overrides
+
+
+FLOWS: dict[str, FlowExecutor] = {
+    "diagnosis": FlowExecutor(diagnosis_execute, history=True),
+    "simple": FlowExecutor(simple_execute, tools=False),
+    "replay": FlowExecutor(replay_execute, history=True, prepare=replay_context),  # recorded evidence, same graph
+    "ai_ops": FlowExecutor(aiops_execute),
+}
+
+
+def run_flow(run: DiagnosisRun) -> str:
+    """The key of `FLOWS` that executes this run."""
+    if run.agent_flow == DiagnosisRun.Flow.AI_OPS:
+        return "ai_ops"
+    if run.replay_of_id or run.replay_options is not None:  # a purged source must not run live
+        return "replay"
+    return "simple" if run.strategy == DiagnosisRun.Strategy.SIMPLE else "diagnosis"
+
+
+def run_context_build(run: DiagnosisRun, publish, *, tools: bool = True, history: bool = False, recorder=None,
+                      backends=None, model=None, model_names=None, history_text: str | None = None,
+                      prompt_version: str | None = None) -> RunContext:
+    """The one place a run's collaborators are wired from settings (services/wiring.py); a replay passes
+    its recorder, backends, model and history instead."""
+    recorder = recorder or RunRecorder(run, publish=publish, lease=run_lease_of(publish))
+    toolbox = ToolBox(backends=backends or wiring.backends(), recorder=recorder,
+                      max_calls=settings.DIAGNOSIS_MAX_TOOL_CALLS,
+                      max_result_bytes=settings.TOOL_RESULT_MAX_BYTES) if tools else None
+    budget = run_budget()
+    if history and history_text is None:
+        history_text = memory.memory_for_prompt(session=run.session, before=run)
+    agent = AgentContext(
+        model=model or wiring.chat_model(), tools=toolbox, steps=recorder, lookup=recorder, budget=budget,
+        run_id=run.run_id, session_id=recorder.session_id, history=history_text or "",
+        model_names=wiring.model_names() if model_names is None else model_names,
+    )
+    return RunContext(run=run, publish=publish, recorder=recorder, tools=toolbox, budget=budget, agent=agent,
+                      prompt_version=prompt_version)
+
+
+def run_execute(*, run_id: str, task_id: str = "") -> DiagnosisRun | None:
+    """Execute a PENDING run once, under a lease (services/lease.py). A message for a terminal run does
+    nothing; one for a RUNNING run (a redelivery, or a duplicate that lost the claim) waits until that
+    run ends or its lease lapses, and then reaps it: it is never acknowledged while the run may be lost."""
+    run = DiagnosisRun.objects.select_related("session").filter(run_id=run_id).first()
+    if run is None:
+        logger.warning("run %s does not exist; nothing to execute", run_id)
+        return None
+    if run.is_terminal:
+        return run
+    if run.status == Status.RUNNING:
+        return run_await_lease(run_id=run_id)
+    try:
+        run = run_claim(run_id=run_id, task_id=task_id)
+    except RunTransitionError:
+        return run_await_lease(run_id=run_id)  # another delivery claimed it first
+    lease = RunLease(run.run_id, run.claim_token)
+    publish = ProgressPublisher(run.pk, lease=lease)
+    try:
+        with lease:  # the ticker renews the lease while model and tool calls are in flight
+            publish("status", {"status": Status.RUNNING, "runId": run.run_id})
+            try:
+                flow = FLOWS[run_flow(run)]
+                try:
+                    overrides = flow.prepare(run, publish) if flow.prepare else {}
+                except RunCannotStart as exc:
+                    return run_finish_failed(run, publish, code=exc.code, message=exc.message)
+                rc = run_context_build(run, publish, tools=flow.tools, history=flow.history, **overrides)
+                return flow.execute(rc)
+            except Exception as exc:  # the last line of defence: never leave a run RUNNING
+                logger.exception("run %s failed unexpectedly", run.run_id)
+                return run_finish_failed(run, publish, code=getattr(exc, "code", "unhandled_error"),
+                                         message=f"{type(exc).__name__}: {exc}")
+    except LeaseLost as exc:
+        # Reaped (or claimed again) while this worker still ran it: its writes were refused; stop quietly.
+        logger.warning("run %s: %s; this worker's execution stops here", run_id, exc)
+        return DiagnosisRun.objects.filter(run_id=run_id).first()
+
+
+def run_await_lease(*, run_id: str, poll_seconds: float = 1.0) -> DiagnosisRun | None:
+    """Wait while another worker holds the run: return once it is terminal, or reap it once its heartbeat
+    is older than the lease. Bounded by the task's soft time limit; the reaper timer covers what is left."""
+    give_up = time.monotonic() + max(1.0, settings.CELERY_TASK_SOFT_TIME_LIMIT - 5)
+    while True:
+        run = DiagnosisRun.objects.filter(run_id=run_id).first()
+        if run is None or run.is_terminal:
+            return run
+        if run.status == Status.RUNNING:
+            reaped = run_reap(run_id=run_id)
+            if reaped is not None:
+                return reaped
+        if time.monotonic() >= give_up:
+            return run
+        time.sleep(poll_seconds)

@@ -1,0 +1,112 @@
+"""What one executing run works with: its recorder, tools, budget and agent context, and the two ways it ends.
+
+Built once per run by `services/execution.run_context_build`; every flow's executor (diagnosis, simple,
+alert analysis, replay) receives a `RunContext` and ends the run through `run_finish_failed` /
+`run_finish_succeeded`, each one transaction fenced by the worker's claim.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from django.conf import settings
+from django.db import transaction
+
+from diagnosis.agents.catalog import catalog_version
+from diagnosis.agents.runtime import AgentContext, RunBudget
+from diagnosis.contracts import RunCounts, RunResult
+from diagnosis.models import DiagnosisRun
+from diagnosis.services.lease import RunLease
+from diagnosis.services.lifecycle import RunTransitionError, run_fail, run_heartbeat, run_succeed
+from diagnosis.services.recording import RunRecorder
+from diagnosis.tools.registry import ToolBox
+
+logger = logging.getLogger(__name__)
+Status = DiagnosisRun.Status
+
+
+class RunCannotStart(Exception):
+    """What a flow's context preparation raises when the run cannot execute at all (e.g. a replay whose
+    recorded run is gone): the run ends FAILED with this code."""
+
+    def __init__(self, code: str, message: str):
+        super().__init__(message)
+        self.code, self.message = code, message
+
+
+def run_lease_of(publish) -> RunLease | None:
+    return getattr(publish, "lease", None)
+
+
+def run_budget() -> RunBudget:
+    """The per-run budget from settings (model calls, tokens, wall time)."""
+    return RunBudget(max_model_calls=settings.DIAGNOSIS_MAX_MODEL_CALLS, max_tokens=settings.DIAGNOSIS_MAX_TOKENS,
+                     max_seconds=settings.DIAGNOSIS_MAX_SECONDS)
+
+
+def run_finish_failed(run: DiagnosisRun, publish, *, code: str, message: str, partial: RunResult | None = None,
+                      counts: RunCounts | None = None) -> DiagnosisRun | None:
+    """FAILED with the terminal status event, in one transaction fenced by the worker's claim; `partial`
+    is the audit that really exists."""
+    lease = run_lease_of(publish)
+    try:
+        with transaction.atomic():
+            publish("status", {"status": Status.FAILED, "errorCode": code, "errorMessage": message[:500]})
+            return run_fail(run_id=run.run_id, error_code=code, error_message=message,
+                            token=lease.token if lease else None, partial=partial, counts=counts)
+    except RunTransitionError:
+        logger.error("run %s could not be recorded FAILED (%s): it is no longer RUNNING", run.run_id, code)
+        return None
+
+
+def run_finish_succeeded(run: DiagnosisRun, publish, *, result: RunResult, status_event: dict,
+                         counts: RunCounts | None = None) -> DiagnosisRun:
+    """SUCCESS with the terminal status event, in one transaction fenced by the worker's claim: a reaped
+    worker saves neither."""
+    lease = run_lease_of(publish)
+    with transaction.atomic():
+        publish("status", {"status": Status.SUCCESS, **status_event})
+        return run_succeed(run_id=run.run_id, result=result, counts=counts, token=lease.token if lease else None)
+
+
+def run_keep_alive(run: DiagnosisRun, publish) -> None:
+    """Between graph steps: fence the worker's claim (renewing the lease), or beat without one."""
+    lease = run_lease_of(publish)
+    if lease is not None:
+        lease.fence()
+    else:
+        run_heartbeat(run_id=run.run_id)
+
+
+@dataclass
+class RunContext:
+    """One claimed run and its collaborators (see the module docstring)."""
+
+    run: DiagnosisRun
+    publish: Callable[[str, dict], Any]
+    recorder: RunRecorder
+    tools: ToolBox | None
+    budget: RunBudget
+    agent: AgentContext
+    prompt_version: str | None = None  # a replay's pinned prompt catalog
+
+    def heartbeat(self) -> None:
+        run_keep_alive(self.run, self.publish)
+
+    def counts(self) -> RunCounts:
+        return RunCounts(
+            step_count=self.recorder.step_count, tool_count=self.recorder.tool_count,
+            prompt_tokens=self.budget.prompt_tokens, completion_tokens=self.budget.completion_tokens,
+            model_name=", ".join(sorted(self.agent.models_used))[:128], prompt_version=catalog_version(),
+        )
+
+    def fail(self, *, code: str, message: str, partial: RunResult | None = None) -> DiagnosisRun | None:
+        return run_finish_failed(self.run, self.publish, code=code, message=message, partial=partial,
+                                 counts=self.counts())
+
+    def succeed(self, result: RunResult) -> DiagnosisRun:
+        """SUCCESS; the status event carries `degraded` and the served verdict."""
+        return run_finish_succeeded(self.run, self.publish, result=result, counts=self.counts(), status_event={
+            "degraded": result.degraded, "verdict": str(result.effective_verdict) if result.effective_verdict else None})
