@@ -1,3 +1,4 @@
+# size: the port wrappers own every counter and route of SPEC §3; kept in one place so the routing reads as one table.
 """The diagnosis topology: eight injectable node ports wired by the routing table of SPEC §3.
 
 Each port is wrapped here, so real ports only return their status and outputs; the wrapper owns
