@@ -67,7 +67,10 @@ def llama_server(*, log_path: Path | None = None) -> Iterator[str]:
     venv = real_model_venv()
     model = model_file(venv)
     port = _free_port()
-    threads = str(min(2, os.cpu_count() or 1))
+    # One thread: llama.cpp's OpenMP workers spin while they wait for each other, so two threads on a
+    # machine whose cores are busy with other work ran 12x slower per token than one (measured:
+    # 2.37 s vs 0.19 s per token at load 12 on 2 cores). AIOPS_REAL_MODEL_THREADS=2 on an idle machine.
+    threads = os.environ.get("AIOPS_REAL_MODEL_THREADS") or "1"
     # logits_all off: the server's default keeps the logits of every prompt token (a 262k-wide row
     # each for Gemma 3), which multiplies the cost of reading a prompt; only logprobs need them.
     command = [str(venv / "bin" / "python"), str(LAUNCHER), "--grammar-check", GRAMMAR_CHECK,

@@ -17,9 +17,14 @@ from __future__ import annotations
 
 import ctypes
 import math
+import os
 import sys
+import time
 
 import numpy as np
+
+
+STATS = os.environ.get("AIOPS_REAL_MODEL_SAMPLER_STATS") == "1"
 
 
 def _patch_grammar_first() -> None:
@@ -42,6 +47,7 @@ def _patch_grammar_first() -> None:
             self.view = np.ctypeslib.as_array(self.data)
             self.ids = np.arange(n_vocab, dtype=np.int32)
             self.one = (llama_cpp.llama_token_data * 1)()
+            self.stats = {"tokens": 0, "rejected": 0, "seconds": 0.0}
 
         def _candidates(self, ctx, idx: int):
             logits = llama_cpp.llama_get_logits_ith(ctx.ctx, idx)
@@ -61,16 +67,20 @@ def _patch_grammar_first() -> None:
             return not math.isinf(self.one[0].logit)
 
         def sample(self, ctx, idx: int = -1) -> int:
+            started = time.perf_counter()
             cur = self._candidates(ctx, idx)
             llama_cpp.llama_sampler_apply(self.chain.sampler, ctypes.byref(cur))
             token = int(cur.data[cur.selected].id)
+            self.stats["tokens"] += 1
             if not self._allowed(token):
+                self.stats["rejected"] += 1
                 cur = self._candidates(ctx, idx)
                 llama_cpp.llama_sampler_apply(self.grammar, ctypes.byref(cur))
                 llama_cpp.llama_sampler_apply(self.chain.sampler, ctypes.byref(cur))
                 token = int(cur.data[cur.selected].id)
             llama_cpp.llama_sampler_accept(self.chain.sampler, token)
             llama_cpp.llama_sampler_accept(self.grammar, token)
+            self.stats["seconds"] += time.perf_counter() - started
             return token
 
         def accept(self, token: int) -> None:
@@ -82,6 +92,8 @@ def _patch_grammar_first() -> None:
             llama_cpp.llama_sampler_reset(self.grammar)
 
         def close(self) -> None:
+            if STATS and self.stats["tokens"]:
+                print(f"grammar-first sampler: {self.stats}", file=sys.stderr, flush=True)
             if self.grammar:
                 llama_cpp.llama_sampler_free(self.grammar)
                 self.grammar = None
