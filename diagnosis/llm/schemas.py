@@ -197,6 +197,11 @@ TOOL_NAME_FIELDS = ("tool", "tool_name")
 
 ARGUMENT_TEXT_LIMIT = 100  # maxLength of a string tool argument in a plan (wire schema only)
 TOOL_CALL_TEXT_LIMIT = 256  # maxLength of a string argument in the `tools` sent with a call (wire only)
+# The largest maxLength written into a wire schema. llama.cpp compiles `maxLength: n` into an n-fold
+# repetition and refuses a grammar whose repetitions exceed its threshold (2000 rules): the executor's
+# 2000-character summary and the AI_OPS report's 8000 made it answer HTTP 500 to every such request.
+# Longer answers are still accepted locally; the node validators truncate.
+WIRE_TEXT_LIMIT = 1000
 
 
 def json_schema(model: type[BaseModel], *, tool_names: list[str] | None = None,
@@ -209,6 +214,7 @@ def json_schema(model: type[BaseModel], *, tool_names: list[str] | None = None,
     """
     schema = model.model_json_schema(mode="validation")
     _tidy(schema)
+    _cap_lengths(schema)
     if tool_parameters:
         _per_tool_arguments(schema, tool_parameters)
     if tool_names or tool_parameters:
@@ -296,6 +302,17 @@ def is_valid(model: type[BaseModel], data: Any) -> bool:
     except ValidationError:
         return False
     return True
+
+
+def _cap_lengths(node: Any) -> None:
+    if isinstance(node, dict):
+        if isinstance(node.get("maxLength"), int) and node["maxLength"] > WIRE_TEXT_LIMIT:
+            node["maxLength"] = WIRE_TEXT_LIMIT
+        for value in node.values():
+            _cap_lengths(value)
+    elif isinstance(node, list):
+        for item in node:
+            _cap_lengths(item)
 
 
 def _tidy(node: Any) -> None:
