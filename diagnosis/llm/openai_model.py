@@ -31,6 +31,7 @@ from .base import (
     Usage,
     parse_json_object,
 )
+from .schemas import bounded_tools
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 DEFAULT_MODEL = "gpt-4o-mini"
@@ -256,7 +257,7 @@ class OpenAIChatModel:
         messages = [_wire_message(m, tool_call_content=self.tool_call_content) for m in request.messages]
         body: dict[str, Any] = {"model": model_name, "messages": messages}
         if request.tools:
-            body["tools"] = list(request.tools)
+            body["tools"] = bounded_tools(list(request.tools))
             body["tool_choice"] = "auto"
         structured = None
         if request.wants_json:

@@ -196,6 +196,12 @@ TOOL_NAME_FIELDS = ("tool", "tool_name")
 
 
 ARGUMENT_TEXT_LIMIT = 100  # maxLength of a string tool argument in a plan (wire schema only)
+TOOL_CALL_TEXT_LIMIT = 256  # maxLength of a string argument in the `tools` sent with a call (wire only)
+# The largest maxLength written into a wire schema. llama.cpp compiles `maxLength: n` into an n-fold
+# repetition and refuses a grammar whose repetitions exceed its threshold (2000 rules): the executor's
+# 2000-character summary and the AI_OPS report's 8000 made it answer HTTP 500 to every such request.
+# Longer answers are still accepted locally; the node validators truncate.
+WIRE_TEXT_LIMIT = 1000
 
 
 def json_schema(model: type[BaseModel], *, tool_names: list[str] | None = None,
@@ -208,6 +214,7 @@ def json_schema(model: type[BaseModel], *, tool_names: list[str] | None = None,
     """
     schema = model.model_json_schema(mode="validation")
     _tidy(schema)
+    _cap_lengths(schema)
     if tool_parameters:
         _per_tool_arguments(schema, tool_parameters)
     if tool_names or tool_parameters:
@@ -236,15 +243,26 @@ def _per_tool_arguments(schema: dict[str, Any], tool_parameters: dict[str, dict[
         schema["$defs"][name] = {"anyOf": variants}
 
 
-def _bounded_strings(node: Any) -> Any:
+def bounded_tools(tools: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The `tools` of a request as sent: every free string argument gets a ``maxLength``.
+
+    A server that turns a tool's parameters into a grammar (llama.cpp, llama-cpp-python's
+    function-calling formats, vLLM, Ollama) then closes the call's arguments after a bounded number
+    of tokens, even when it does not apply ``max_tokens`` to them (llama-cpp-python does not). The
+    tool itself still validates its arguments; the caller's tool list is not changed.
+    """
+    return [_bounded_strings(copy.deepcopy(tool), limit=TOOL_CALL_TEXT_LIMIT) for tool in tools]
+
+
+def _bounded_strings(node: Any, *, limit: int = ARGUMENT_TEXT_LIMIT) -> Any:
     if isinstance(node, dict):
         if node.get("type") == "string" and "enum" not in node and "maxLength" not in node:
-            node["maxLength"] = ARGUMENT_TEXT_LIMIT
+            node["maxLength"] = limit
         for value in node.values():
-            _bounded_strings(value)
+            _bounded_strings(value, limit=limit)
     elif isinstance(node, list):
         for item in node:
-            _bounded_strings(item)
+            _bounded_strings(item, limit=limit)
     return node
 
 
@@ -284,6 +302,17 @@ def is_valid(model: type[BaseModel], data: Any) -> bool:
     except ValidationError:
         return False
     return True
+
+
+def _cap_lengths(node: Any) -> None:
+    if isinstance(node, dict):
+        if isinstance(node.get("maxLength"), int) and node["maxLength"] > WIRE_TEXT_LIMIT:
+            node["maxLength"] = WIRE_TEXT_LIMIT
+        for value in node.values():
+            _cap_lengths(value)
+    elif isinstance(node, list):
+        for item in node:
+            _cap_lengths(item)
 
 
 def _tidy(node: Any) -> None:

@@ -254,3 +254,24 @@ def test_a_real_key_is_masked_as_a_whole_word_only(fake_openai, make_model):
         make_model(api_key=key).complete(ask("simple", json=False))
     assert "provided: ***." in caught.value.message
     assert "xlocal-secret-key-42y" in caught.value.message  # not a whole-word match: another token
+
+
+def test_no_wire_schema_asks_for_a_string_longer_than_a_grammar_compiler_takes():
+    """llama.cpp refuses `maxLength` repetitions past its threshold (the executor's summary was 2000)."""
+    from diagnosis.agents.runtime import TOOL_PARAMETERS
+
+    def lengths(node):
+        if isinstance(node, dict):
+            if "maxLength" in node:
+                yield node["maxLength"]
+            for value in node.values():
+                yield from lengths(value)
+        elif isinstance(node, list):
+            for item in node:
+                yield from lengths(item)
+
+    for model in set(schemas.OUTPUTS.values()):
+        found = list(lengths(schemas.json_schema(model, tool_parameters=TOOL_PARAMETERS)))
+        assert found and max(found) <= schemas.WIRE_TEXT_LIMIT, (model.__name__, max(found))
+    assert schemas.ExecutorEvidence.model_fields["summary"].json_schema_extra["maxLength"] > schemas.WIRE_TEXT_LIMIT
+    assert schemas.validate_output(schemas.AiOpsReport, {"report_markdown": "x" * 5000})  # local check stays lenient

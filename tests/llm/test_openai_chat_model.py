@@ -88,7 +88,13 @@ def test_it_sends_tools_with_auto_tool_choice(fake_openai, make_model):
     make_model().complete(ask("executor", tools=[QUERY_LOGS_TOOL]))
 
     body = fake_openai.requests[0].body
-    assert body["tools"] == [QUERY_LOGS_TOOL]
+    sent = body["tools"][0]["function"]
+    assert [t["function"]["name"] for t in body["tools"]] == ["query_logs"]
+    assert sent["description"] == QUERY_LOGS_TOOL["function"]["description"]
+    # Free strings are bounded on the wire, so a grammar-constrained server closes the arguments.
+    assert sent["parameters"] == {"type": "object", "required": ["service"],
+                                  "properties": {"service": {"type": "string", "maxLength": 256}}}
+    assert "maxLength" not in QUERY_LOGS_TOOL["function"]["parameters"]["properties"]["service"]  # not mutated
     assert body["tool_choice"] == "auto"
 
 
