@@ -62,6 +62,7 @@ def fill(total: int, seed: int = 16) -> dict:
     from django.contrib.auth import get_user_model
     from django.db import connection, transaction
 
+    from diagnosis.models import DiagnosisRun
     from traces.fulltext import cjk_terms, fulltext_create, fulltext_drop
 
     rng = random.Random(seed)
@@ -75,7 +76,7 @@ def fill(total: int, seed: int = 16) -> dict:
                 "effective_verdict", "feedback_comment", "error_code", "error_message", "duration_ms", "step_count",
                 "tool_count", "prompt_tokens", "completion_tokens", "model_name", "prompt_version", "celery_task_id",
                 "created_at", "started_at", "finished_at", "feedback", "claim_token", "diagnosis",
-                "question_terms"]
+                "root_service", "question_terms"]
     run_sql = (f"INSERT INTO diagnosis_run ({', '.join(q(c) for c in run_cols)}) VALUES "
                f"({', '.join(['%s'] * len(run_cols))})")
     session_sql = ("INSERT INTO chat_session (session_id, owner_id, title, summary, created_at, metadata) "
@@ -105,6 +106,7 @@ def fill(total: int, seed: int = 16) -> dict:
                 prompt, completion = rng.randrange(800, 9000), rng.randrange(100, 1500)
                 run_id = f"run-{uuid.UUID(int=rng.getrandbits(128)).hex}"
                 question, service = _question(rng, i)
+                diagnosis = _diagnosis(rng, service, verdict)
                 runs.append((
                     run_id, session_pk, "CHAT" if rng.random() < 0.9 else "AI_OPS",
                     "DIAGNOSIS" if rng.random() < 0.85 else "SIMPLE", "FAILED" if failed else "SUCCESS",
@@ -112,8 +114,8 @@ def fill(total: int, seed: int = 16) -> dict:
                     verdict, "", rng.choice(ERRORS) if failed or (degraded and rng.random() < 0.5) else "", "",
                     duration, 6, 1, prompt, completion, rng.choice(MODELS), "catalog-79a2614cc9", "",
                     created, created, created + timedelta(milliseconds=duration),
-                    "not_useful" if rng.random() < 0.01 else None, "", _diagnosis(rng, service, verdict),
-                    cjk_terms(question),
+                    "not_useful" if rng.random() < 0.01 else None, "", diagnosis,
+                    DiagnosisRun.root_service_of(json.loads(diagnosis)) if diagnosis else None, cjk_terms(question),
                 ))
                 invocation_id = f"inv-{rng.getrandbits(32):08x}"
                 invocations.append((run_pk, session_id, invocation_id, rng.choice(TOOLS), "{}", "SUCCESS", False, "",

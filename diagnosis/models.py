@@ -9,8 +9,6 @@ from __future__ import annotations
 from django.conf import settings
 from django.db import models
 from django.db.models import F
-from django.db.models.fields.json import KT
-from django.db.models.functions import Left
 
 from diagnosis import contracts
 from diagnosis.ids import new_run_id
@@ -105,10 +103,10 @@ class DiagnosisRun(models.Model):
     # Console search columns (traces/search.py, the run list's filters): computed by the database from
     # the columns above, so no writer sets them. question_terms holds the question's CJK bigrams for
     # databases whose full-text index cannot split Chinese (set on save by traces.fulltext).
-    root_service = models.GeneratedField(
-        expression=Left(KT("diagnosis__rootCause__service"), 128),
-        output_field=models.CharField(max_length=128, null=True), db_persist=False,
-    )
+    # The structured diagnosis's root-cause service, kept beside it (`save()`, and the lifecycle when it writes
+    # a result) in one indexed column for the console's service filter. Not a generated column: SQLite's
+    # table introspection cannot parse a JSON expression in the table's definition.
+    root_service = models.CharField(max_length=128, null=True, blank=True, editable=False)
     tokens_total = models.GeneratedField(
         expression=F("prompt_tokens") + F("completion_tokens"), output_field=models.PositiveIntegerField(),
         db_persist=False,
@@ -116,6 +114,20 @@ class DiagnosisRun(models.Model):
     question_terms = models.TextField(null=True, blank=True, editable=False)
 
     TERMINAL = (Status.SUCCESS, Status.FAILED)
+
+    @staticmethod
+    def root_service_of(diagnosis) -> str | None:
+        """`root_service` for a structured diagnosis (None without a root cause)."""
+        root = diagnosis.get("rootCause") if isinstance(diagnosis, dict) else None
+        service = root.get("service") if isinstance(root, dict) else None
+        return str(service)[:128] if service else None
+
+    def save(self, *args, **kwargs):
+        self.root_service = self.root_service_of(self.diagnosis)
+        update_fields = kwargs.get("update_fields")
+        if update_fields is not None and "diagnosis" in update_fields:
+            kwargs["update_fields"] = {*update_fields, "root_service"}
+        super().save(*args, **kwargs)
 
     class Meta:
         db_table = "diagnosis_run"

@@ -1,10 +1,27 @@
-"""Console search columns: the root-cause service and the token total (computed by the database, indexed),
-the question's CJK bigram terms, and an index for the degraded filter."""
+"""Console search columns: the root-cause service (kept beside the structured diagnosis, filled here for
+stored runs) and the token total (computed by the database), both indexed; the question's CJK bigram
+terms; and an index for the degraded filter."""
 
 import django.db.models.expressions
-import django.db.models.fields.json
-import django.db.models.functions.text
 from django.db import migrations, models
+
+BATCH = 1000
+
+
+def root_service_fill(apps, schema_editor):
+    runs = apps.get_model("diagnosis", "DiagnosisRun")
+    pending = []
+    for run in runs.objects.filter(diagnosis__isnull=False).only("pk", "diagnosis").iterator(chunk_size=BATCH):
+        root = run.diagnosis.get("rootCause") if isinstance(run.diagnosis, dict) else None
+        service = root.get("service") if isinstance(root, dict) else None
+        if service:
+            run.root_service = str(service)[:128]
+            pending.append(run)
+        if len(pending) >= BATCH:
+            runs.objects.bulk_update(pending, ["root_service"])
+            pending = []
+    if pending:
+        runs.objects.bulk_update(pending, ["root_service"])
 
 
 class Migration(migrations.Migration):
@@ -22,8 +39,9 @@ class Migration(migrations.Migration):
         migrations.AddField(
             model_name='diagnosisrun',
             name='root_service',
-            field=models.GeneratedField(db_persist=False, expression=django.db.models.functions.text.Left(django.db.models.fields.json.KeyTextTransform('service', django.db.models.fields.json.KeyTextTransform('rootCause', 'diagnosis')), 128), output_field=models.CharField(max_length=128, null=True)),
+            field=models.CharField(blank=True, editable=False, max_length=128, null=True),
         ),
+        migrations.RunPython(root_service_fill, migrations.RunPython.noop, elidable=False),
         migrations.AddField(
             model_name='diagnosisrun',
             name='tokens_total',

@@ -99,7 +99,8 @@ def _result_columns(result: RunResult | None, counts: RunCounts | None) -> dict:
     if result is not None:
         columns.update(
             degraded=result.degraded, effective_verdict=str(result.effective_verdict or ""),
-            diagnosis=result.diagnosis, self_evaluation=result.self_evaluation,
+            diagnosis=result.diagnosis, root_service=DiagnosisRun.root_service_of(result.diagnosis),
+            self_evaluation=result.self_evaluation,
             orchestration_trace=result.orchestration_trace,
         )
     if counts is not None:

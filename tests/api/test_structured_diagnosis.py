@@ -19,6 +19,7 @@ def test_a_diagnosis_run_returns_its_structured_root_cause_everywhere(alice_api,
     assert diagnosis["nothingWrong"] is False and diagnosis["undetermined"] is False
     run = DiagnosisRun.objects.get(run_id=body["runId"])
     assert run.diagnosis == diagnosis
+    assert run.root_service == "payment-service"  # the console's service filter reads this column
     # Every claim id of the root cause is a claim the Gatekeeper verified in this run.
     verified = run.self_evaluation["verifier_evaluation"]["verified_executor_output"]["claims"]
     assert set(root["claimIds"]) <= {c["claim_id"] for c in verified}
@@ -33,6 +34,7 @@ def test_a_healthy_service_is_nothing_wrong(alice_api, demo_knowledge):
     assert body["status"] == "SUCCESS", body
     assert body["diagnosis"]["rootCause"] is None and body["diagnosis"]["nothingWrong"] is True
     assert body["diagnosis"]["undetermined"] is False
+    assert DiagnosisRun.objects.get(run_id=body["runId"]).root_service is None
 
 
 @pytest.mark.django_db

@@ -145,8 +145,9 @@ def test_it_filters_by_service_tool_error_code_model_latency_and_tokens(staff_cl
     # The service comes from the structured diagnosis's root cause, when there is one.
     for name, service in [("second", "payment-service"), ("zh", "payment-service"), ("pending", "payments-db"),
                           ("happy", "checkout-service")]:
-        DiagnosisRun.objects.filter(pk=runs[name].pk).update(diagnosis={
-            "rootCause": {"service": service, "cause": "pool exhausted"}, "nothingWrong": False})
+        run = DiagnosisRun.objects.get(pk=runs[name].pk)
+        run.diagnosis = {"rootCause": {"service": service, "cause": "pool exhausted"}, "nothingWrong": False}
+        run.save(update_fields=["diagnosis"])
     DiagnosisRun.objects.filter(pk=runs["retry"].pk).update(diagnosis={"rootCause": None, "undetermined": True})
     DiagnosisRun.objects.filter(pk=runs["fallback"].pk).update(diagnosis=None)
     assert listed(staff_client, query) == {runs[name].run_id for name in expected}
