@@ -12,7 +12,7 @@ from django.db import connection, transaction
 
 from diagnosis.models import DiagnosisRun, MaintenanceLock
 from tests.factories import DiagnosisRunFactory
-from tests.support.probe import ping
+from tests.support.probe import PROBE_QUEUE, ping
 from tests.support.worker import celery_worker
 
 pytestmark = pytest.mark.services
@@ -56,10 +56,10 @@ def _queue_length(name: str) -> int:
 @pytest.mark.django_db(transaction=True)
 def test_a_task_enqueued_on_commit_is_executed_by_a_real_worker_and_writes_to_mysql():
     committed, rolled_back = f"commit-{uuid.uuid4().hex}", f"rollback-{uuid.uuid4().hex}"
-    with celery_worker(name="foundation", include="tests.support.probe"):
+    with celery_worker(name="foundation", include="tests.support.probe", queues=PROBE_QUEUE):
         with transaction.atomic():
             ping.delay_on_commit(committed)
-            assert _queue_length("maintenance") == 0, "nothing may be sent before the commit"
+            assert _queue_length(PROBE_QUEUE) == 0, "nothing may be sent before the commit"
         try:
             with transaction.atomic():
                 ping.delay_on_commit(rolled_back)
