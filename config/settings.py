@@ -175,6 +175,8 @@ OPENAI_MODELS = {
 LLM_CONNECT_TIMEOUT = env_float("LLM_CONNECT_TIMEOUT", 5.0, minimum=0.1, maximum=60)
 LLM_READ_TIMEOUT = env_float("LLM_READ_TIMEOUT", 60.0, minimum=0.1, maximum=600)
 LLM_MAX_RETRIES = env_int("LLM_MAX_RETRIES", 2, minimum=0, maximum=5)
+# Sampling temperature sent with every model call (0-2); unset: the field is not sent (the server's default).
+LLM_TEMPERATURE = env_float("LLM_TEMPERATURE", None, minimum=0.0, maximum=2.0)
 # How a JSON answer is asked for: the role's JSON Schema (OpenAI form, or llama-cpp-python's
 # json_object + schema), any JSON object, or the prompt alone; a server that rejects one level gets
 # the next. See docs/MODELS.md.

@@ -29,6 +29,7 @@ def chat_model() -> ChatModel:
         "OPENAI_CONNECT_TIMEOUT": settings.LLM_CONNECT_TIMEOUT,
         "OPENAI_READ_TIMEOUT": settings.LLM_READ_TIMEOUT,
         "OPENAI_MAX_RETRIES": settings.LLM_MAX_RETRIES,
+        "OPENAI_TEMPERATURE": settings.LLM_TEMPERATURE,
         "LLM_STRUCTURED_OUTPUT": settings.LLM_STRUCTURED_OUTPUT,
         "LLM_TOOL_CALL_CONTENT": settings.LLM_TOOL_CALL_CONTENT,
         "LLM_MAX_TOKENS": settings.LLM_MAX_TOKENS,

@@ -275,3 +275,26 @@ def test_no_wire_schema_asks_for_a_string_longer_than_a_grammar_compiler_takes()
         assert found and max(found) <= schemas.WIRE_TEXT_LIMIT, (model.__name__, max(found))
     assert schemas.ExecutorEvidence.model_fields["summary"].json_schema_extra["maxLength"] > schemas.WIRE_TEXT_LIMIT
     assert schemas.validate_output(schemas.AiOpsReport, {"report_markdown": "x" * 5000})  # local check stays lenient
+
+
+@pytest.mark.parametrize("temperature, sent", [(0.2, 0.2), (None, "absent")])
+def test_the_temperature_setting_reaches_the_request(fake_openai, settings, temperature, sent):
+    """LLM_TEMPERATURE goes from Django settings through the service wiring into every request; unset,
+    the field is left out and the server's default applies."""
+    from diagnosis.services import wiring
+
+    settings.LLM_PROVIDER, settings.OPENAI_BASE_URL, settings.OPENAI_API_KEY = "openai", fake_openai.base_url, "sk-test"
+    settings.LLM_TEMPERATURE = temperature
+    fake_openai.enqueue(Reply.text("hi"))
+    wiring.chat_model().complete(ask("simple", json=False))
+    assert fake_openai.requests[0].body.get("temperature", "absent") == sent
+
+
+def test_a_bad_temperature_stops_start_up(monkeypatch):
+    from django.core.exceptions import ImproperlyConfigured
+
+    from tests.foundation.test_settings import load
+
+    assert load(monkeypatch, LLM_TEMPERATURE="0.7")["LLM_TEMPERATURE"] == 0.7
+    with pytest.raises(ImproperlyConfigured, match="LLM_TEMPERATURE=3.0 is above the maximum"):
+        load(monkeypatch, LLM_TEMPERATURE="3")
