@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from diagnosis.contracts import INVOCATION_REF_RE, SelfEvaluation
+from diagnosis.contracts import INVOCATION_REF_RE, SelfEvaluation, StructuredDiagnosis
 from diagnosis.models import AgentStep, DiagnosisRun, ToolInvocation
 from traces.diff import run_facts, runs_diff
 
@@ -28,16 +28,11 @@ def _dict(value: Any) -> dict:
 def root_cause(run: DiagnosisRun, verified_claims: list[str]) -> dict:
     """The run's root cause: from its structured diagnosis where it has one, else from its verified
     root-cause claims. `key` is what two runs are compared on (None: no root cause named)."""
-    structured = getattr(run, "diagnosis", None)
-    if isinstance(structured, dict) and structured.get("root_cause"):
-        cause = structured["root_cause"]
-        if isinstance(cause, dict):
-            parts = [str(cause.get(k)) for k in ("cause", "category", "kind", "service", "component") if cause.get(k)]
-            text = str(cause.get("summary") or cause.get("statement") or " ".join(parts))
-            key = ":".join(parts).lower() or text.strip().lower()
-        else:
-            text = key = str(cause).strip()
-            key = key.lower()
+    cause = StructuredDiagnosis.read(getattr(run, "diagnosis", None)).root_cause
+    if cause:
+        parts = [str(cause.get(k)) for k in ("cause", "service") if cause.get(k)]
+        text = str(cause.get("summary") or " ".join(parts))
+        key = ":".join(parts).lower() or text.strip().lower()
         return {"source": "structured_diagnosis", "text": text, "key": key}
     for claim in verified_claims:
         if ROOT_CLAIM_RE.match(claim):

@@ -154,3 +154,18 @@ def test_a_tool_call_with_new_arguments_gets_not_in_recording_and_the_run_ends_h
     # No evidence, no claim: the run is degraded with no PASS verdict, whatever the model asserted.
     assert replay.degraded and replay.effective_verdict != "PASS" and "Everything is fine" not in replay.answer
     assert source.tool_invocations.count() == DiagnosisRun.objects.get(pk=source.pk).tool_count
+
+
+def test_the_root_cause_is_read_from_the_structured_diagnosis_before_the_claims():
+    from traces.replay_compare import root_cause
+
+    pool = {"rootCause": {"service": "payment-service", "cause": "connection pool exhausted",
+                          "summary": "The pool is exhausted.", "claimIds": ["c1"]}, "nothingWrong": False}
+    disk = {"rootCause": {"service": "payment-service", "cause": "disk full", "summary": "The disk is full."}}
+    claims = ["Root cause (memory leak): order-service is killed for memory."]
+    left, right = root_cause(DiagnosisRun(diagnosis=pool), claims), root_cause(DiagnosisRun(diagnosis=disk), claims)
+    assert left == {"source": "structured_diagnosis", "text": "The pool is exhausted.",
+                    "key": "connection pool exhausted:payment-service"}
+    assert right["key"] == "disk full:payment-service"  # same claims, different structured causes: they disagree
+    assert root_cause(DiagnosisRun(diagnosis=None), claims) == {
+        "source": "claims", "text": claims[0], "key": "memory leak:order-service"}
