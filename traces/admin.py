@@ -243,12 +243,16 @@ class ToolFilter(admin.SimpleListFilter):
     def queryset(self, request, queryset):
         if not self.value():
             return queryset
-        # The newest runs that called the tool, from the tool_invocation(tool_name, run) index alone and
-        # bounded like the list's count (MySQL takes no LIMIT inside IN: a derived table does it).
+        # One probe of the tool_invocation(tool_name, run) index per run, as the list walks its
+        # (created_at, id) index newest first: the page stops after 50 matches, whatever other filters
+        # apply. A scalar subquery, not EXISTS or IN: MariaDB turns those into a semi-join that
+        # materialises every run that ever called the tool and sorts them (0.5-3 s at 1M runs).
+        # The count stops at TEXT_MATCHES, since counting costs a probe per run.
+        request.rc_count_cap = TEXT_MATCHES - 1
         return queryset.extra(
-            where=["diagnosis_run.id IN (SELECT run_id FROM (SELECT ti.run_id FROM tool_invocation ti "
-                   "WHERE ti.tool_name = %s ORDER BY ti.run_id DESC LIMIT %s) AS tool_runs)"],
-            params=[self.value(), CappedCountPaginator.COUNT_CAP + 1],
+            where=["(SELECT 1 FROM tool_invocation ti WHERE ti.run_id = diagnosis_run.id "
+                   "AND ti.tool_name = %s LIMIT 1) IS NOT NULL"],
+            params=[self.value()],
         )
 
 
@@ -306,6 +310,7 @@ class DiagnosisRunAdmin(AuditAdmin):
         lookup = getattr(request, "rc_lookup", None)
         if lookup is not None and lookup.kind == "text":
             paginator.COUNT_CAP = TEXT_MATCHES - 1  # a text search keeps only its newest matches
+        paginator.COUNT_CAP = min(paginator.COUNT_CAP, getattr(request, "rc_count_cap", paginator.COUNT_CAP))
         return paginator
 
     def get_search_results(self, request, queryset, search_term):

@@ -157,3 +157,23 @@ def test_a_bad_range_is_refused_not_a_crash(staff_client, runs):
     response = staff_client.get(LIST + "?latency=abc")
     assert response.status_code in (200, 302)
     assert response.status_code == 302 and "e=1" in response["Location"]
+
+
+def test_the_tool_filter_finds_older_runs_that_other_filters_select(staff_client, runs, monkeypatch):
+    """Every run that called the tool is a candidate, not only the newest few: with the list's count
+    capped at one, the oldest run calling query_logs is still found when another filter picks it."""
+    from traces.admin import CappedCountPaginator
+
+    monkeypatch.setattr(CappedCountPaginator, "COUNT_CAP", 1)
+    assert listed(staff_client, "?tool=query_logs&latency=5000-6000") == {runs["happy"].run_id}
+
+
+def test_the_tool_filter_counts_at_most_the_text_search_cap(staff_client, runs, monkeypatch):
+    """Counting costs one index probe per run, so under the tool filter the count stops where a text
+    search's does and the footer says "more than"."""
+    import traces.admin
+
+    monkeypatch.setattr(traces.admin, "TEXT_MATCHES", 3)
+    page = staff_client.get(LIST + "?tool=query_logs").content.decode()
+    assert "more than 2</span> diagnosis runs" in page
+    assert "more than" not in staff_client.get(LIST + "?tool=query_metrics").content.decode()
