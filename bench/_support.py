@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import shutil
 import statistics
 import sys
@@ -267,6 +268,14 @@ _CITE = {  # tool -> (path builder, value getter) for one citation of a result
 }
 
 
+def _excerpt(value: str, limit: int = 70) -> str:
+    """The value's first words, up to `limit` characters: an excerpt ends on a token boundary."""
+    if len(value) <= limit:
+        return value
+    cut = re.sub(r"\w+$", "", value[:limit]) if value[limit].isalnum() else value[:limit]
+    return re.sub(r"\W+$", "", cut)
+
+
 class ScriptedModel:
     """A `ChatModel` that answers instantly and correctly: a fixed valid plan, two rounds of tool
     calls, evidence citing the real invocation ids and excerpts of the results it was given, a
@@ -298,10 +307,10 @@ class ScriptedModel:
             content = json.dumps({"verdict": "PASS", "score": 0.9, "critical_evidence_gaps": [], "fact_checks": [],
                                   "claim_checks": [{"claim_id": c.get("claim_id"), "supported": True} for c in claims],
                                   "rationale": "every claim is backed by a verified excerpt"})
-        elif request.role == "composer":
-            ids = sorted({e.get("source_invocation_id") for e in si.get("verified_evidence") or []})
-            content = json.dumps({"answer_markdown": "**Root cause:** payment-service's database connection pool is "
-                                  "exhausted by a batch job holding connections " + " ".join(f"[{i}]" for i in ids)})
+        elif request.role == "composer":  # an answer_plan_v1: which verified claims go where
+            claims = [c.get("claim_id") for c in (si.get("verified_executor_output") or {}).get("claims") or []]
+            content = json.dumps({"version": "answer_plan_v1", "root_cause": claims[:1], "evidence": claims[1:2],
+                                  "impact": [], "timeline": [], "next_steps": [{"claim_id": c} for c in claims[2:]]})
         else:
             content = "ok"
         return ChatReply(content=content, tool_calls=calls, usage=Usage(800, 120, 920), model=self.model_name,
@@ -314,7 +323,7 @@ class ScriptedModel:
             if r.get("status") == "SUCCESS" and r.get("tool_name") in _CITE:
                 path, value = _CITE[r["tool_name"]](r["result"])
                 bindings[r["tool_name"]] = {"source_invocation_id": r["invocation_id"], "tool_name": r["tool_name"],
-                                            "raw_path": path, "evidence_excerpt": value[:70]}
+                                            "raw_path": path, "evidence_excerpt": _excerpt(value)}
         claims = [
             ("c1", "payment-service requests fail waiting for a database connection", ["query_logs", "query_alerts"]),
             ("c2", "the HikariPool-1 pool is saturated at 50 active connections", ["query_metrics"]),

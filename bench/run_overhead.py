@@ -60,18 +60,15 @@ class TimedGraph:
 def instrument(timer: LayerTimer) -> Patches:
     """Wrap every layer of the run path with the exclusive timer (bench-only monkeypatching)."""
     from diagnosis.agents import nodes
-    from diagnosis.services import execution, memory, progress, recording, run_context, runs
+    from diagnosis.services import execution, memory, observer, run_context, runs
     from diagnosis.tools import registry
 
     p = Patches()
-    rec = recording.RunRecorder
-    for name in ("step_start", "step_finish", "record"):
-        p.set(rec, name, timer.wrap("persist_write", getattr(rec, name)))
-    p.set(rec, "lookup", timer.wrap("db_read", rec.lookup))
-    p.set(rec, "__init__", timer.wrap("db_read", rec.__init__))
-    pub = progress.ProgressPublisher
-    p.set(pub, "__call__", timer.wrap("persist_write", pub.__call__))
-    p.set(pub, "__init__", timer.wrap("db_read", pub.__init__))
+    obs = observer.DbRunObserver  # buffers rows and events; `commit` writes a group
+    for name in ("step_start", "step_finish", "record", "event", "__call__", "commit"):
+        p.set(obs, name, timer.wrap("persist_write", getattr(obs, name)))
+    p.set(obs, "lookup", timer.wrap("db_read", obs.lookup))
+    p.set(obs, "__init__", timer.wrap("db_read", obs.__init__))
     p.set(execution, "run_claim", timer.wrap("persist_write", execution.run_claim))
     for name in ("run_heartbeat", "run_succeed"):
         p.set(run_context, name, timer.wrap("persist_write", getattr(run_context, name)))
@@ -154,7 +151,9 @@ def check_run(run, *, verdict: str | None = "PASS") -> dict:
     run = DiagnosisRun.objects.get(pk=run.pk)
     rows = {"steps": AgentStep.objects.filter(run=run).count(), "invocations": ToolInvocation.objects.filter(run=run).count(),
             "events": RunEvent.objects.filter(run=run).count()}
-    if run.status != "SUCCESS" or (verdict and run.effective_verdict != verdict):
+    # The scripted run must be the verified path itself (no fallback, one step per scripted call).
+    if run.status != "SUCCESS" or (verdict and (run.effective_verdict != verdict or run.degraded
+                                                or rows["steps"] != SCRIPTED_MODEL_CALLS)):
         raise SystemExit(f"the bench run did not take the expected path: status={run.status} verdict={run.effective_verdict} "
                          f"error={run.error_code} {run.error_message[:300]} degraded={run.degraded}")
     return {**rows, "verdict": run.effective_verdict, "degraded": run.degraded}
@@ -172,7 +171,7 @@ def measure(label: str, user, *, model_factory, runs: int, seconds: float, warmu
     try:
         for _ in range(warmup):
             execute(user)
-        rows = check_run(execute(user)[1], verdict=None)
+        rows = check_run(execute(user)[1], verdict="PASS" if model_factory is ScriptedModel else None)
 
         sql = SqlCounter()
         sql.track(connection)

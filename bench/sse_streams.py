@@ -9,7 +9,7 @@ in the same run, on MySQL:
 
 For each: SQL statements per idle stream per minute (counted inside the web process), `/api/health`
 p50/p95 while the 200 streams are open, and event delivery latency from the write (a
-ProgressPublisher append in this process) to the client, p50/p95.
+`run_event_append` in this process) to the client, p50/p95.
 
     .venv/bin/python bench/sse_streams.py [--clients 200] [--idle-seconds 15] [--events 60]
 """
@@ -122,7 +122,7 @@ class Streams:
 async def measure(base: str, token: str, run_pks: list[int], run_ids: list[str], args) -> dict:
     from asgiref.sync import sync_to_async
 
-    from diagnosis.services.progress import ProgressPublisher
+    from diagnosis.services.observer import run_event_append
 
     async def queries() -> int:
         async with httpx.AsyncClient() as http:
@@ -148,10 +148,11 @@ async def measure(base: str, token: str, run_pks: list[int], run_ids: list[str],
             health.append((time.perf_counter() - started) * 1000)
             assert response.status_code == 200, response.text
 
-    publishers = await sync_to_async(lambda: [ProgressPublisher(pk) for pk in run_pks], thread_sensitive=False)()
-    write = sync_to_async(lambda p, i: p("node", {"node": "bench", "i": i, "t": time.time()}), thread_sensitive=False)
+    write = sync_to_async(lambda pk, i: run_event_append(run_pk=pk, kind="node",
+                                                         data={"node": "bench", "i": i, "t": time.time()}),
+                          thread_sensitive=False)
     for i in range(args.events):
-        await write(publishers[i % len(publishers)], i)
+        await write(run_pks[i % len(run_pks)], i)
         await asyncio.sleep(args.event_interval)
     expected = args.events * (args.clients // len(run_pks))
     deadline = time.monotonic() + 10

@@ -327,19 +327,19 @@ class RunEvent(models.Model):
     """One progress event of a run (node transition, step, tool call, final status), in order.
 
     The database is the event log, so Server-Sent Events work the same with an in-process run
-    and with a worker on another machine, and a client can resume after its last event id.
+    and with a worker on another machine. The primary key is the SSE id: a run's events are written
+    by one writer at a time (its lease holder), so its events' ids increase in the order they were
+    written, and a client resumes after its last event id.
     """
 
     run = models.ForeignKey(DiagnosisRun, on_delete=models.CASCADE, related_name="events")
-    seq = models.PositiveIntegerField()
     kind = models.CharField(max_length=16)
     data = models.JSONField(default=dict)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
         db_table = "run_event"
-        ordering = ["run_id", "seq"]
-        constraints = [models.UniqueConstraint(fields=["run", "seq"], name="run_event_run_seq_uniq")]
+        ordering = ["id"]
 
 
 class RunReview(models.Model):

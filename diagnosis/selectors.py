@@ -43,7 +43,7 @@ def run_get_for_user(*, user, run_id: str) -> DiagnosisRun | None:
 
 
 def run_events_after(*, run: DiagnosisRun, after: int, limit: int = 200) -> list[RunEvent]:
-    return list(RunEvent.objects.filter(run_id=run.pk, seq__gt=after).order_by("seq")[:limit])
+    return list(RunEvent.objects.filter(run_id=run.pk, id__gt=after).order_by("id")[:limit])
 
 
 def run_status(*, run_pk: int) -> str | None:

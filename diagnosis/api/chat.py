@@ -41,7 +41,7 @@ from diagnosis.services.strategy import MODES
 
 logger = logging.getLogger(__name__)
 
-# Far beyond any seq (a larger id just resumes after everything); the bound keeps int() away from
+# Far beyond any event id (a larger id just resumes after everything); the bound keeps int() away from
 # megabyte-long digit strings (Python refuses over 4,300 digits: it would be a 500).
 LAST_EVENT_ID_MAX_DIGITS = 32
 
@@ -329,7 +329,7 @@ async def _live_events_sse(run: DiagnosisRun, after: int, account: StreamAccount
                     yield await off_loop(_final_status, run)
                     return
                 else:
-                    yield _sse(event.seq, event.kind, {**event.data, "runId": run.run_id})
+                    yield _sse(event.id, event.kind, {**event.data, "runId": run.run_id})
     finally:
         await off_loop(account.release)
 
@@ -343,8 +343,8 @@ def event_stream(run: DiagnosisRun, after: int, *, slot: tuple[int, str] | None 
         while time.monotonic() - started < settings.SSE_MAX_SECONDS:
             events = run_events_after(run=run, after=after)
             for event in events:
-                after = event.seq
-                yield _sse(event.seq, event.kind, {**event.data, "runId": run.run_id})
+                after = event.id
+                yield _sse(event.id, event.kind, {**event.data, "runId": run.run_id})
                 if event.kind == "status" and event.data.get("status") in DiagnosisRun.TERMINAL:
                     return
             if events:

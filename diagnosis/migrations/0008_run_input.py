@@ -5,7 +5,7 @@ def copy_input_events(apps, schema_editor):
     """Runs submitted before the column keep their alerts: each first "input" event is copied to it."""
     DiagnosisRun = apps.get_model("diagnosis", "DiagnosisRun")
     RunEvent = apps.get_model("diagnosis", "RunEvent")
-    events = RunEvent.objects.filter(kind="input").order_by("run_id", "seq").values_list("run_id", "data")
+    events = RunEvent.objects.filter(kind="input").order_by("run_id", "id").values_list("run_id", "data")
     seen = set()
     for run_pk, data in events.iterator(chunk_size=500):
         if run_pk in seen or not isinstance(data, dict):

@@ -92,7 +92,7 @@ def _build(tracer, run_id: str) -> None:
 
     nodes = []  # (start, end, span)
     boundary = begin
-    for event in RunEvent.objects.filter(run_id=run.pk, kind="node").order_by("seq"):
+    for event in RunEvent.objects.filter(run_id=run.pk, kind="node").order_by("id"):
         name = str(event.data.get("node") or "node")
         finished = max(event.created_at, boundary)
         span = tracer.start_span(

@@ -13,16 +13,15 @@ from dataclasses import dataclass
 from typing import Callable
 
 from django.conf import settings
+from django.db import transaction
 
 from diagnosis.agents.runtime import AgentContext
 from diagnosis.models import DiagnosisRun
 from diagnosis.services import memory, wiring
 from diagnosis.services.aiops import aiops_execute
-from diagnosis.services.lease import RunLease
 from diagnosis.services.lifecycle import LeaseLost, RunTransitionError, run_claim
-from diagnosis.services.progress import ProgressPublisher
+from diagnosis.services.observer import DbRunObserver, RunLease
 from diagnosis.services.reaper import run_reap
-from diagnosis.services.recording import RunRecorder
 from diagnosis.services.replay import replay_context, replay_execute
 from diagnosis.services.run_context import RunCannotStart, RunContext, run_budget, run_finish_failed, run_lease_of
 from diagnosis.services.runs import diagnosis_execute, simple_execute
@@ -63,8 +62,10 @@ def run_context_build(run: DiagnosisRun, publish, *, tools: bool = True, history
                       backends=None, model=None, model_names=None, history_text: str | None = None,
                       prompt_version: str | None = None) -> RunContext:
     """The one place a run's collaborators are wired from settings (services/wiring.py); a replay passes
-    its recorder, backends, model and history instead."""
-    recorder = recorder or RunRecorder(run, publish=publish, lease=run_lease_of(publish))
+    its backends, model and history instead. The run's observer (`publish`) records its steps and tool
+    calls too, so its events and rows are written in the same grouped commits."""
+    if recorder is None:
+        recorder = publish if isinstance(publish, DbRunObserver) else DbRunObserver(run, lease=run_lease_of(publish))
     toolbox = ToolBox(backends=backends or wiring.backends(), recorder=recorder,
                       max_calls=settings.DIAGNOSIS_MAX_TOOL_CALLS,
                       max_result_bytes=settings.TOOL_RESULT_MAX_BYTES) if tools else None
@@ -81,7 +82,7 @@ def run_context_build(run: DiagnosisRun, publish, *, tools: bool = True, history
 
 
 def run_execute(*, run_id: str, task_id: str = "") -> DiagnosisRun | None:
-    """Execute a PENDING run once, under a lease (services/lease.py). A message for a terminal run does
+    """Execute a PENDING run once, under a lease (services/observer.py). A message for a terminal run does
     nothing; one for a RUNNING run (a redelivery, or a duplicate that lost the claim) waits until that
     run ends or its lease lapses, and then reaps it: it is never acknowledged while the run may be lost."""
     run = DiagnosisRun.objects.select_related("session").filter(run_id=run_id).first()
@@ -93,14 +94,16 @@ def run_execute(*, run_id: str, task_id: str = "") -> DiagnosisRun | None:
     if run.status == Status.RUNNING:
         return run_await_lease(run_id=run_id)
     try:
-        run = run_claim(run_id=run_id, task_id=task_id)
+        with transaction.atomic():  # the claim commits with its RUNNING event
+            run = run_claim(run_id=run_id, task_id=task_id)
+            lease = RunLease(run.run_id, run.claim_token)
+            publish = DbRunObserver(run, lease=lease)
+            publish("status", {"status": Status.RUNNING, "runId": run.run_id})
+            publish.commit(fence=False)  # the claim's UPDATE holds the row
     except RunTransitionError:
         return run_await_lease(run_id=run_id)  # another delivery claimed it first
-    lease = RunLease(run.run_id, run.claim_token)
-    publish = ProgressPublisher(run.pk, lease=lease)
     try:
         with lease:  # the ticker renews the lease while model and tool calls are in flight
-            publish("status", {"status": Status.RUNNING, "runId": run.run_id})
             try:
                 flow = FLOWS[run_flow(run)]
                 try:

@@ -1,11 +1,12 @@
 """Live progress: run events pushed to waiting clients, and the per-user cap on open streams.
 
-The database stays the event log (`run_event`, resumable by `seq`). With Redis, every event is also
-published on a per-run channel once its row is committed. A client SUBSCRIBES first, then replays
-the database after its last seen `seq`, then reads the channel, dropping any event it already has:
-an event written before the subscription is in the replay, one written after it is on the channel,
-one written in between is in both and delivered once. A hole in the channel's `seq` (a lost publish)
-is filled from the database. Without Redis (the embedded default) a short, bounded database poll
+The database stays the event log (`run_event`, resumable by its id, the SSE id). With Redis, every
+event is also published on a per-run channel once its row is committed, with the id of the run's
+previous event (`prev`). A client SUBSCRIBES first, then replays the database after its last seen
+id, then reads the channel, dropping any event it already has: an event written before the
+subscription is in the replay, one written after it is on the channel, one written in between is in
+both and delivered once. A message whose `prev` the client has not seen (a lost publish) is preceded
+by the missing events, read from the database. Without Redis (the embedded default) a short, bounded database poll
 stands in for the channel.
 """
 
@@ -34,12 +35,14 @@ REPLAY_PAGE = 200
 
 @dataclass(frozen=True)
 class LiveEvent:
-    """A progress event (seq, kind, data), a heartbeat (kind "heartbeat"), or the end of a run whose
-    terminal status has no event (kind "finished": the caller reads the run)."""
+    """A progress event (id, kind, data; pushed ones carry the run's previous event id), a heartbeat
+    (kind "heartbeat"), or the end of a run whose terminal status has no event (kind "finished": the
+    caller reads the run)."""
 
-    seq: int | None
+    id: int | None
     kind: str
     data: dict
+    prev: int | None = None
 
     @property
     def is_terminal(self) -> bool:
@@ -80,19 +83,20 @@ def _publish_now(run_pk: int, message: str) -> None:
         logger.warning("could not publish progress event of run pk=%s: %s", run_pk, exc)
 
 
-def publish_event(run_pk: int, seq: int, kind: str, data: dict) -> None:
-    """Push a written event to live clients once it is committed (at once outside a transaction)."""
+def publish_event(run_pk: int, event_id: int, prev: int | None, kind: str, data: dict) -> None:
+    """Push a written event to live clients once it is committed (at once outside a transaction);
+    `prev` is the id of the run's event before it (None for its first)."""
     if not settings.REDIS_URL:
         return
-    message = json.dumps({"seq": seq, "kind": kind, "data": data}, ensure_ascii=False, default=str)
+    message = json.dumps({"id": event_id, "prev": prev, "kind": kind, "data": data}, ensure_ascii=False, default=str)
     transaction.on_commit(lambda: _publish_now(run_pk, message))
 
 
 # --------------------------------------------------------------------------------------- reading
 def _replay_page(run_pk: int, after: int) -> list[LiveEvent]:
     close_old_connections()  # a shared pool thread: drop a connection past CONN_MAX_AGE or broken
-    rows = RunEvent.objects.filter(run_id=run_pk, seq__gt=after).order_by("seq").values_list("seq", "kind", "data")
-    return [LiveEvent(seq, kind, data) for seq, kind, data in rows[:REPLAY_PAGE]]
+    rows = RunEvent.objects.filter(run_id=run_pk, id__gt=after).order_by("id").values_list("id", "kind", "data")
+    return [LiveEvent(event_id, kind, data) for event_id, kind, data in rows[:REPLAY_PAGE]]
 
 
 def _run_terminal(run_pk: int) -> bool:
@@ -123,7 +127,7 @@ async def _replay_all(run_pk: int, after: int) -> AsyncIterator[LiveEvent]:
             yield event
         if len(page) < REPLAY_PAGE:
             return
-        after = page[-1].seq
+        after = page[-1].id
 
 
 async def live_events(run_pk: int, after: int, *, max_seconds: float | None = None,
@@ -141,7 +145,7 @@ async def live_events(run_pk: int, after: int, *, max_seconds: float | None = No
             async with aclosing(_pushed(run_pk, after, max_seconds=max_seconds, heartbeat=heartbeat)) as pushed:
                 async for event in pushed:
                     _end_if_cancelled()
-                    after = event.seq if event.seq is not None else after
+                    after = event.id if event.id is not None else after
                     yield event
             return
         except (RedisError, OSError) as exc:  # Redis went away: the database still has every event
@@ -178,13 +182,13 @@ async def _pushed(run_pk: int, after: int, *, max_seconds: float, heartbeat: flo
         # 2. Replay what the database already holds.
         last = after
         async for event in _replay_all(run_pk, last):
-            last = event.seq
+            last = event.id
             yield event
             if event.is_terminal:
                 return
         if await _terminal(run_pk):  # finished without a terminal event past `after`
             async for event in _replay_all(run_pk, last):  # its last events may have landed meanwhile
-                last = event.seq
+                last = event.id
                 yield event
                 if event.is_terminal:
                     return
@@ -201,18 +205,19 @@ async def _pushed(run_pk: int, after: int, *, max_seconds: float, heartbeat: flo
                     yield HEARTBEAT
                 continue
             payload = json.loads(message["data"])
-            event = LiveEvent(int(payload["seq"]), payload["kind"], payload["data"])
-            if event.seq <= last:
+            prev = payload.get("prev")
+            event = LiveEvent(int(payload["id"]), payload["kind"], payload["data"], int(prev) if prev else None)
+            if event.id <= last:
                 continue  # already delivered by the replay
-            if event.seq > last + 1:  # a publish was lost: the database has the missing events
+            if event.prev is not None and event.prev > last:  # a publish was lost: the database has it
                 async for missed in _replay_all(run_pk, last):
-                    if missed.seq >= event.seq:
+                    if missed.id >= event.id:
                         break
-                    last = missed.seq
+                    last = missed.id
                     yield missed
                     if missed.is_terminal:
                         return
-            last = event.seq
+            last = event.id
             quiet_since = loop.time()
             yield event
             if event.is_terminal:
@@ -232,14 +237,14 @@ async def _polled(run_pk: int, after: int, *, max_seconds: float, heartbeat: flo
     while loop.time() < deadline:
         found = False
         async for event in _replay_all(run_pk, after):
-            found, after, quiet_since = True, event.seq, loop.time()
+            found, after, quiet_since = True, event.id, loop.time()
             yield event
             if event.is_terminal:
                 return
         if not found:
             if await _terminal(run_pk):
                 async for event in _replay_all(run_pk, after):
-                    after = event.seq
+                    after = event.id
                     yield event
                     if event.is_terminal:
                         return

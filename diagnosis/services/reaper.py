@@ -30,7 +30,7 @@ from diagnosis.contracts import RunCounts, RunResult
 from diagnosis.graph.trace import build_orchestration_trace
 from diagnosis.models import AgentStep, DiagnosisRun, MaintenanceLock, RunEvent, ToolInvocation
 from diagnosis.services.lifecycle import RunTransitionError, run_fail
-from diagnosis.services.progress import ProgressPublisher
+from diagnosis.services.observer import run_event_append
 from diagnosis.services.submission import BrokerUnavailable, run_enqueue
 
 logger = logging.getLogger(__name__)
@@ -58,7 +58,7 @@ def runs_stale(*, lease_seconds: float | None = None) -> list[str]:
 
 def partial_trace(*, run: DiagnosisRun) -> dict | None:
     """The route taken so far, from the run's node events; None when no node finished."""
-    events = list(RunEvent.objects.filter(run_id=run.pk, kind="node").order_by("seq").values_list("data", flat=True))
+    events = list(RunEvent.objects.filter(run_id=run.pk, kind="node").order_by("id").values_list("data", flat=True))
     if not events:
         return None
     # Node events are written when a node finishes; a step still RUNNING names the node that was cut off.
@@ -95,8 +95,8 @@ def run_reap(*, run_id: str, lease_seconds: float | None = None) -> DiagnosisRun
         )
     except RunTransitionError:
         return None
-    ProgressPublisher(run.pk)("status", {"status": Status.FAILED, "errorCode": WORKER_LOST,
-                                         "errorMessage": failed.error_message[:500]})
+    run_event_append(run_pk=run.pk, kind="status", data={"status": Status.FAILED, "errorCode": WORKER_LOST,
+                                                         "errorMessage": failed.error_message[:500]})
     logger.warning("run %s reaped: %s", run_id, failed.error_message)
     return failed
 
@@ -142,8 +142,8 @@ def runs_requeue_lost(*, deadline_seconds: float | None = None) -> dict[str, lis
                                             "published again, and still not picked up")
         except RunTransitionError:
             continue  # claimed meanwhile
-        ProgressPublisher(failed.pk)("status", {"status": Status.FAILED, "errorCode": QUEUE_LOST,
-                                                "errorMessage": failed.error_message[:500]})
+        run_event_append(run_pk=failed.pk, kind="status", data={"status": Status.FAILED, "errorCode": QUEUE_LOST,
+                                                                "errorMessage": failed.error_message[:500]})
         logger.warning("run %s failed: %s", run_id, QUEUE_LOST)
         done["failed"].append(run_id)
     return done

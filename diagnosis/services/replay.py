@@ -12,25 +12,22 @@ invocation with a pointer to its source.
 from __future__ import annotations
 
 import logging
-from contextlib import nullcontext
 from dataclasses import dataclass
 from functools import partial
-from typing import Any, Iterable
+from typing import Iterable
 
 from django.conf import settings
-from django.db import IntegrityError, connection, transaction
+from django.db import transaction
 
 from diagnosis import tasks
 from diagnosis.agents.catalog import PromptError, resolve_catalog, use_catalog
-from diagnosis.ids import new_invocation_id, new_session_id
+from diagnosis.ids import new_session_id
 from diagnosis.llm.openai_model import build_chat_model
 from diagnosis.models import ChatSession, DiagnosisRun, ToolInvocation
 from diagnosis.services import memory, wiring
-from diagnosis.observability import metrics
 from diagnosis.roles import SUPPORT_STAFF
 from diagnosis.selectors import visible_runs
-from diagnosis.services.recording import RunRecorder
-from diagnosis.services.run_context import RunCannotStart, RunContext, run_lease_of
+from diagnosis.services.run_context import RunCannotStart, RunContext
 from diagnosis.services.runs import diagnosis_execute
 from diagnosis.services.submission import RunRefused, run_enqueue
 from diagnosis.tools.recorded import RecordedBackend, RecordedCall
@@ -143,42 +140,6 @@ class InvocationsRecording:
                 for pk, inv, tool, args, status, result, err in rows]
 
 
-class ReplayRecorder(RunRecorder):
-    """Records like any run, and marks each invocation with how the recorded backend served it.
-
-    A copy served from the recording keeps the source's invocation id when it is free in this
-    run, so the claims and the answer of a faithful replay cite the same ids as the original."""
-
-    def __init__(self, run: DiagnosisRun, backend: RecordedBackend, **kwargs):
-        super().__init__(run, **kwargs)
-        self.backend = backend
-
-    def record(self, *, tool_name: str, arguments: dict, status: str, result: Any, truncated: bool,
-               error_message: str, duration_ms: int, retrieval_details: dict | None) -> str:
-        served = self.backend.take_served()
-        source = served.source if served else None
-        wanted = [source.invocation_id] if source else []
-        for attempt in range(6):
-            invocation_id = wanted[attempt] if attempt < len(wanted) else new_invocation_id()
-            try:
-                with self._guard(), transaction.atomic() if connection.in_atomic_block else nullcontext():
-                    ToolInvocation.objects.create(
-                        run_id=self.run_pk, session_id=self.session_id, step_id=self.current_step_id,
-                        invocation_id=invocation_id, tool_name=tool_name, arguments=arguments, status=status,
-                        result=result, truncated=truncated, error_message=error_message[:4000],
-                        duration_ms=duration_ms, retrieval_details=retrieval_details,
-                        source_invocation_id=source.pk if source else None, replay_mode=served.mode if served else "",
-                    )
-            except IntegrityError:
-                continue  # the id is taken in this run: draw another
-            self.tool_count += 1
-            metrics.tool_call(tool=tool_name, result=result, status=status, duration_ms=duration_ms)
-            self.publish("tool", {"invocationId": invocation_id, "toolName": tool_name, "status": status,
-                                  "durationMs": duration_ms, "replayMode": served.mode if served else None})
-            return invocation_id
-        raise RuntimeError("could not allocate a unique invocation id")
-
-
 def replay_chat_model(options: ReplayOptions):
     """The model the replay asked for; the configured one when it named none."""
     if not options.model and not options.models:
@@ -220,8 +181,11 @@ def replay_context(run: DiagnosisRun, publish) -> dict:
     live = wiring.backends() if options.live_fallback else None
     backend = RecordedBackend(InvocationsRecording(source).recorded_calls(), live=live)
     model, model_names = replay_chat_model(options)
-    return {"recorder": ReplayRecorder(run, backend, publish=publish, lease=run_lease_of(publish)),
-            "backends": backend.backends(), "model": model, "model_names": model_names,
+    # Each invocation is marked with how the recorded backend served it, and a copy served from the
+    # recording keeps the source's invocation id when it is free in this run, so the claims and the
+    # answer of a faithful replay cite the same ids as the original.
+    publish.serve_from(lambda: (served.source, served.mode) if (served := backend.take_served()) else None)
+    return {"backends": backend.backends(), "model": model, "model_names": model_names,
             "history_text": replay_history(source), "prompt_version": options.prompt_version}
 
 

@@ -18,9 +18,8 @@ from diagnosis.agents.catalog import catalog_version
 from diagnosis.agents.runtime import AgentContext, RunBudget
 from diagnosis.contracts import RunCounts, RunResult
 from diagnosis.models import DiagnosisRun
-from diagnosis.services.lease import RunLease
 from diagnosis.services.lifecycle import RunTransitionError, run_fail, run_heartbeat, run_succeed
-from diagnosis.services.recording import RunRecorder
+from diagnosis.services.observer import DbRunObserver, RunLease
 from diagnosis.tools.registry import ToolBox
 
 logger = logging.getLogger(__name__)
@@ -40,6 +39,14 @@ def run_lease_of(publish) -> RunLease | None:
     return getattr(publish, "lease", None)
 
 
+def _commit(publish) -> None:
+    """Inside the result's transaction: the observer's buffered group, unfenced (the result's own
+    UPDATE is fenced by the claim token, and a refused result rolls the group back with it)."""
+    commit = getattr(publish, "commit", None)
+    if commit is not None:
+        commit(fence=False)
+
+
 def run_budget() -> RunBudget:
     """The per-run budget from settings (model calls, tokens, wall time)."""
     return RunBudget(max_model_calls=settings.DIAGNOSIS_MAX_MODEL_CALLS, max_tokens=settings.DIAGNOSIS_MAX_TOKENS,
@@ -54,6 +61,7 @@ def run_finish_failed(run: DiagnosisRun, publish, *, code: str, message: str, pa
     try:
         with transaction.atomic():
             publish("status", {"status": Status.FAILED, "errorCode": code, "errorMessage": message[:500]})
+            _commit(publish)
             return run_fail(run_id=run.run_id, error_code=code, error_message=message,
                             token=lease.token if lease else None, partial=partial, counts=counts)
     except RunTransitionError:
@@ -68,14 +76,16 @@ def run_finish_succeeded(run: DiagnosisRun, publish, *, result: RunResult, statu
     lease = run_lease_of(publish)
     with transaction.atomic():
         publish("status", {"status": Status.SUCCESS, **status_event})
+        _commit(publish)
         return run_succeed(run_id=run.run_id, result=result, counts=counts, token=lease.token if lease else None)
 
 
 def run_keep_alive(run: DiagnosisRun, publish) -> None:
-    """Between graph steps: fence the worker's claim (renewing the lease), or beat without one."""
-    lease = run_lease_of(publish)
-    if lease is not None:
-        lease.fence()
+    """Between graph steps: the observer stops a run whose lease is lost (its ticker renews a held one;
+    every grouped commit is fenced); without an observer, a plain heartbeat."""
+    node_end = getattr(publish, "node_end", None)
+    if node_end is not None:
+        node_end()
     else:
         run_heartbeat(run_id=run.run_id)
 
@@ -86,7 +96,7 @@ class RunContext:
 
     run: DiagnosisRun
     publish: Callable[[str, dict], Any]
-    recorder: RunRecorder
+    recorder: DbRunObserver
     tools: ToolBox | None
     budget: RunBudget
     agent: AgentContext

@@ -20,12 +20,12 @@ SUBMITTED = {"alerts": [{"alert_id": "a1", "alertname": "PaymentServiceHighError
 
 def test_the_first_input_event_of_a_run_becomes_its_input():
     old = DiagnosisRunFactory(agent_flow="AI_OPS")
-    RunEvent.objects.create(run=old, seq=1, kind="input", data=SUBMITTED)
-    RunEvent.objects.create(run=old, seq=2, kind="input", data={"alerts": [], "source": "later"})
+    RunEvent.objects.create(run=old, kind="input", data=SUBMITTED)
+    RunEvent.objects.create(run=old, kind="input", data={"alerts": [], "source": "later"})
     chat = DiagnosisRunFactory()
-    RunEvent.objects.create(run=chat, seq=1, kind="status", data={"status": "RUNNING"})
+    RunEvent.objects.create(run=chat, kind="status", data={"status": "RUNNING"})
     kept = DiagnosisRunFactory(agent_flow="AI_OPS", input={"alerts": [], "source": "column"})
-    RunEvent.objects.create(run=kept, seq=1, kind="input", data=SUBMITTED)
+    RunEvent.objects.create(run=kept, kind="input", data=SUBMITTED)
 
     migration.copy_input_events(apps, None)
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from diagnosis.models import ChatSession, DiagnosisRun
+from diagnosis.models import ChatSession, DiagnosisRun, RunEvent
 from tests.api.conftest import sse_events
 from tests.support.fake_openai import Reply
 
@@ -121,6 +121,15 @@ def test_the_event_stream_resumes_after_last_event_id(alice_api, demo_knowledge)
     everything = sse_events(alice_api.get(f"/api/runs/{run_id}/events"))
     resumed = sse_events(alice_api.get(f"/api/runs/{run_id}/events", HTTP_LAST_EVENT_ID=everything[2]["id"]))
     assert [e["id"] for e in resumed] == [e["id"] for e in everything[3:]]
+
+
+@pytest.mark.production_server
+def test_each_sse_id_is_the_stored_event_s_primary_key(alice_api, demo_knowledge):
+    run_id = alice_api.post("/api/chat", {"question": QUESTION}, format="json").json()["runId"]
+    streamed = [(int(e["id"]), e["event"]) for e in sse_events(alice_api.get(f"/api/runs/{run_id}/events"))
+                if e.get("id")]
+    stored = list(RunEvent.objects.filter(run__run_id=run_id).order_by("id").values_list("id", "kind"))
+    assert streamed == stored and len(stored) > 5
 
 
 @pytest.mark.production_server

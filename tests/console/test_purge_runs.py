@@ -28,7 +28,7 @@ def history(alice):
     old = evidence_retry_run(owner=alice)
     age(old, 100)
     case_upsert(run=old, user=None)
-    RunEvent.objects.create(run=old, seq=1, kind="status", data={"status": "SUCCESS"})
+    RunEvent.objects.create(run=old, kind="status", data={"status": "SUCCESS"})
     recent = happy_run(owner=alice)
     stuck = DiagnosisRunFactory(session=ChatSessionFactory(owner=alice), status=DiagnosisRun.Status.RUNNING)
     age(stuck, 100)

@@ -13,7 +13,8 @@ from asgiref.sync import async_to_sync
 from diagnosis.models import DiagnosisRun
 from diagnosis.services import live_progress
 from diagnosis.services.live_progress import live_events, stream_slots
-from diagnosis.services.progress import ProgressPublisher
+from diagnosis.models import RunEvent
+from diagnosis.services.observer import run_event_append
 from tests.conftest import services_available
 from tests.factories import ChatSessionFactory, DiagnosisRunFactory
 
@@ -43,14 +44,19 @@ def collect(run_pk: int, after: int, *, during=None, heartbeat: float = 30, max_
     return async_to_sync(consume)()
 
 
-def write(run_pk: int, kind: str, data: dict) -> None:
-    ProgressPublisher(run_pk)(kind, data)
+def write(run_pk: int, kind: str, data: dict) -> int:
+    """One event written (and published, with Redis); its id, the SSE id."""
+    return run_event_append(run_pk=run_pk, kind=kind, data=data).pk
+
+
+def stored(run_pk: int) -> list[tuple[int, str]]:
+    return list(RunEvent.objects.filter(run_id=run_pk).order_by("id").values_list("id", "kind"))
 
 
 def test_events_written_between_subscribe_and_replay_arrive_once_and_in_order(running_run, monkeypatch):
     """The race the ordering must close: events written after the subscription but before the replay
     query are in the replay AND on the channel; events written after the replay query but before the
-    live phase are on the channel only. Each must be delivered exactly once, in seq order."""
+    live phase are on the channel only. Each must be delivered exactly once, in order."""
     pk = running_run.pk
     write(pk, "node", {"node": "planner"})  # 1: before the client arrives
     real_replay = live_progress._replay
@@ -68,20 +74,20 @@ def test_events_written_between_subscribe_and_replay_arrive_once_and_in_order(ru
     monkeypatch.setattr(live_progress, "_replay", racing_replay)
 
     async def finish_when_replayed(event):
-        if event.seq == 3:
+        if event.data.get("node") == "verifier":
             await asyncio.to_thread(write, pk, "status", {"status": "SUCCESS"})  # 4: live
 
     events = collect(pk, 0, during=finish_when_replayed)
-    assert [(e.seq, e.kind) for e in events] == [(1, "node"), (2, "node"), (3, "node"), (4, "status")]
+    assert [(e.id, e.kind) for e in events] == stored(pk)
+    assert [e.kind for e in events] == ["node", "node", "node", "status"]
     assert [e.data.get("node") for e in events[:3]] == ["planner", "executor", "verifier"]
 
 
 def test_resuming_after_last_event_id_skips_what_the_client_has(running_run):
-    for node in ("planner", "executor", "verifier"):
-        write(running_run.pk, "node", {"node": node})
-    write(running_run.pk, "status", {"status": "FAILED"})
-    events = collect(running_run.pk, 2)
-    assert [e.seq for e in events] == [3, 4] and events[-1].is_terminal
+    written = [write(running_run.pk, "node", {"node": node}) for node in ("planner", "executor", "verifier")]
+    written.append(write(running_run.pk, "status", {"status": "FAILED"}))
+    events = collect(running_run.pk, written[1])
+    assert [e.id for e in events] == written[2:] and events[-1].is_terminal
 
 
 def test_a_run_terminal_without_a_terminal_event_ends_the_stream(running_run):
@@ -118,18 +124,17 @@ def test_with_redis_an_idle_stream_makes_no_database_query_after_the_replay(runn
 @pytest.mark.services
 def test_with_redis_a_lost_publish_is_filled_from_the_database(running_run, monkeypatch):
     pk = running_run.pk
-    lost = {"seq": 2}
     real_publish = live_progress._publish_now
 
     def lossy(run_pk, message):
-        if f'"seq": {lost["seq"]},' in message:
+        if '"node": "executor"' in message:
             return  # Redis dropped this one
         real_publish(run_pk, message)
 
     monkeypatch.setattr(live_progress, "_publish_now", lossy)
 
     async def drive(event):
-        if event.kind == "heartbeat" and event.seq is None and not drive.done:
+        if event.kind == "heartbeat" and event.id is None and not drive.done:
             drive.done = True
             for node in ("planner", "executor"):
                 await asyncio.to_thread(write, pk, "node", {"node": node})
@@ -137,7 +142,8 @@ def test_with_redis_a_lost_publish_is_filled_from_the_database(running_run, monk
     drive.done = False
 
     events = collect(pk, 0, during=drive, heartbeat=0.2)
-    assert [(e.seq, e.kind) for e in events if e.kind != "heartbeat"] == [(1, "node"), (2, "node"), (3, "status")]
+    delivered = [(e.id, e.kind) for e in events if e.kind != "heartbeat"]
+    assert delivered == stored(pk) and [kind for _, kind in delivered] == ["node", "node", "status"]
 
 
 def test_the_stream_cap_refuses_beyond_the_limit_and_a_release_frees_a_slot(alice, settings):
@@ -161,7 +167,8 @@ def test_with_redis_unreachable_streams_and_the_cap_fall_back_to_the_database(ru
     write(running_run.pk, "node", {"node": "planner"})  # its publish fails; the row is written
     write(running_run.pk, "status", {"status": "SUCCESS"})
     events = collect(running_run.pk, 0)
-    assert [(e.seq, e.kind) for e in events] == [(1, "node"), (2, "status")]
+    assert [(e.id, e.kind) for e in events] == stored(running_run.pk)
+    assert [e.kind for e in events] == ["node", "status"]
     token = stream_slots.acquire(alice.pk)
     assert token is not None and stream_slots.open_count(alice.pk) == 1  # counted in this process
     stream_slots.release(alice.pk, token)

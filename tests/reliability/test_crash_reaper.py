@@ -77,7 +77,7 @@ def test_a_run_whose_worker_died_mid_verifier_is_reaped_keeping_its_steps_and_pa
     assert trace["version"] == "stategraph-v1"
     assert [(t["from"], t["to"]) for t in trace["transitions"]][-1] == ("verified_input", "verifier")
     assert (trace["final_node"], trace["termination_reason"]) == ("verifier", "verifier_interrupted")
-    last_event = RunEvent.objects.filter(run=run).order_by("-seq").first()
+    last_event = RunEvent.objects.filter(run=run).order_by("-id").first()
     assert last_event.kind == "status" and last_event.data["errorCode"] == "worker_lost"
     print(f"\nreaper: 1 crashed run reaped FAILED worker_lost, {len(steps)} steps and {invocations} tool invocations kept, "
           f"trace ends {trace['termination_reason']}")

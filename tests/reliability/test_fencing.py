@@ -15,11 +15,9 @@ from diagnosis.models import AgentStep, DiagnosisRun, MaintenanceLock, RunEvent,
 from diagnosis.services import wiring
 from diagnosis.services.submission import run_submit
 from diagnosis.services.health import health_check
-from diagnosis.services.lease import RunLease
 from diagnosis.services.lifecycle import LeaseLost, run_claim, run_heartbeat
-from diagnosis.services.progress import ProgressPublisher
+from diagnosis.services.observer import DbRunObserver, RunLease
 from diagnosis.services.reaper import REAPER_LOCK, reaper_pass, run_reap, runs_requeue_lost
-from diagnosis.services.recording import RunRecorder
 from diagnosis.services.execution import run_execute
 from diagnosis.contracts import RunResult
 from diagnosis.services.run_context import run_finish_succeeded
@@ -37,7 +35,7 @@ def rows(run) -> dict:
     return {
         "steps": list(AgentStep.objects.filter(run=run).order_by("pk").values_list("pk", "status", "finished_at")),
         "invocations": ToolInvocation.objects.filter(run=run).count(),
-        "events": list(RunEvent.objects.filter(run=run).order_by("seq").values_list("seq", "kind", "data")),
+        "events": list(RunEvent.objects.filter(run=run).order_by("id").values_list("id", "kind", "data")),
         "run": DiagnosisRun.objects.filter(pk=run.pk).values("status", "error_code", "step_count", "answer").get(),
     }
 
@@ -50,29 +48,46 @@ def test_each_claim_draws_a_token_and_only_its_holder_may_renew(make_run):
 
 
 def test_every_write_of_a_reaped_worker_is_refused(make_run, settings):
+    """Each kind of write, buffered by a fresh observer of the reaped run, is refused at its commit
+    point: the whole group is dropped and no row is written or changed."""
     run = run_claim(run_id=make_run("q").run_id)
-    lease = RunLease(run.run_id, run.claim_token)
-    recorder = RunRecorder(run, lease=lease)
-    publish = ProgressPublisher(run.pk, lease=lease)
-    step = recorder.step_start(node="planner", agent="planner", attempt=1, model_input=[], model_name="m")
-    publish("node", {"node": "planner"})
+    first = DbRunObserver(run, lease=RunLease(run.run_id, run.claim_token))
+    step = first.step_start(node="planner", agent="planner", attempt=1, model_input=[], model_name="m")
+    first("node", {"node": "planner"})
+    first.commit()
     age(run, heartbeat_at=settings.RUN_LEASE_SECONDS + 1)
     assert run_reap(run_id=run.run_id) is not None
     before = rows(run)
 
+    def finished(o):
+        o.step_finish(step, status="COMPLETED", model_output={}, duration_ms=1, usage=None, has_tool_call=True,
+                      error="", model_name="m")  # a step that asked for tools commits before them
+
+    def invocation(o):
+        o.record(tool_name="query_logs", arguments={}, status="SUCCESS", result={}, truncated=False,
+                 error_message="", duration_ms=1, retrieval_details=None)
+        o.lookup(["inv-00000000"])  # the Gatekeeper reads what is written
+
+    def event(o):
+        o("node", {"node": "executor"})
+        o.commit()
+
     attempts = {
-        "step_finish": lambda: recorder.step_finish(step, status="COMPLETED", model_output={}, duration_ms=1, usage=None,
-                                                    has_tool_call=False, error="", model_name="m"),
-        "step_start": lambda: recorder.step_start(node="executor", agent="executor", attempt=1, model_input=[], model_name="m"),
-        "invocation": lambda: recorder.record(tool_name="query_logs", arguments={}, status="SUCCESS", result={},
-                                              truncated=False, error_message="", duration_ms=1, retrieval_details=None),
-        "event": lambda: publish("node", {"node": "executor"}),
-        "heartbeat": lease.fence,
-        "result": lambda: run_finish_succeeded(run, publish, result=RunResult(answer="late"), status_event={}),
+        "step_finish": finished,
+        "step_start": lambda o: o.step_start(node="executor", agent="executor", attempt=1, model_input=[], model_name="m"),
+        "invocation": invocation,
+        "event": event,
+        "heartbeat": lambda o: o.lease.fence(),
+        "result": lambda o: run_finish_succeeded(run, o, result=RunResult(answer="late"), status_event={}),
     }
     for name, write in attempts.items():
+        observer = DbRunObserver(run, lease=RunLease(run.run_id, run.claim_token))
         with pytest.raises(LeaseLost):
-            write()
+            write(observer)
+        assert observer.lease.lost or name == "result"
+        assert not observer._events and not observer._invocations and not observer._step_updates, name  # dropped
+        with pytest.raises(LeaseLost):
+            observer.node_end() if name != "result" else observer.lease.fence()  # and the run stops
     assert rows(run) == before  # 6 kinds of write, 0 rows written or changed
     assert before["run"]["status"] == S.FAILED and before["steps"][0][1] == "FAILED"
 

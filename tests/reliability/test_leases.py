@@ -94,7 +94,7 @@ def test_a_fenced_worker_writes_nothing_after_the_reap(fake_openai, tmp_path):
             snapshot = {
                 "steps": list(AgentStep.objects.filter(run=run).order_by("pk").values_list("pk", "status", "finished_at")),
                 "invocations": ToolInvocation.objects.filter(run=run).count(),
-                "events": list(RunEvent.objects.filter(run=run).order_by("seq").values_list("seq", "kind")),
+                "events": list(RunEvent.objects.filter(run=run).order_by("id").values_list("id", "kind")),
                 "run": DiagnosisRun.objects.filter(pk=run.pk).values("status", "error_code", "step_count", "tool_count",
                                                                      "finished_at", "answer").get(),
             }
@@ -106,7 +106,7 @@ def test_a_fenced_worker_writes_nothing_after_the_reap(fake_openai, tmp_path):
     after = {
         "steps": list(AgentStep.objects.filter(run=run).order_by("pk").values_list("pk", "status", "finished_at")),
         "invocations": ToolInvocation.objects.filter(run=run).count(),
-        "events": list(RunEvent.objects.filter(run=run).order_by("seq").values_list("seq", "kind")),
+        "events": list(RunEvent.objects.filter(run=run).order_by("id").values_list("id", "kind")),
         "run": DiagnosisRun.objects.filter(pk=run.pk).values("status", "error_code", "step_count", "tool_count",
                                                              "finished_at", "answer").get(),
     }

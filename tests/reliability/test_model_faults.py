@@ -20,7 +20,12 @@ from tests.support.fake_openai import Reply
 
 pytestmark = pytest.mark.django_db
 
-READ_TIMEOUT, STALL, MAX_RETRIES = 0.3, 1.0, 1
+# A stall must outlast the read timeout, and every other answer, retries included, must come back well
+# within it. At 0.3 s a loaded machine once answered the client's retry after a 429 too late: the
+# executor (which the graph never retries) took the fallback and the request counts differed. So the
+# read timeout is short only where a stall is scripted, and has room to spare (READ_TIMEOUT < STALL).
+READ_TIMEOUT, STALL, MAX_RETRIES = 1.0, 3.0, 1
+ANSWER_READ_TIMEOUT = 10.0  # a scripted fault that is not a stall: no answer comes near it
 GRAPH_ATTEMPTS = {"planner": 2, "executor": 1, "verifier": 2, "composer": 2}  # MAX_TECHNICAL_RETRIES = 1; executor never
 HAPPY_REQUESTS = {"planner": 1, "executor": 2, "verifier": 1, "composer": 1}  # a tool call, then the evidence report
 FAULTS = {
@@ -47,8 +52,10 @@ def _print_tally():
 
 
 @pytest.fixture
-def scripted(openai_llm, settings, demo_knowledge):
-    settings.LLM_READ_TIMEOUT = READ_TIMEOUT
+def scripted(openai_llm, settings, demo_knowledge, request):
+    callspec = getattr(request.node, "callspec", None)
+    fault = callspec.params.get("fault") if callspec else None
+    settings.LLM_READ_TIMEOUT = ANSWER_READ_TIMEOUT if fault in FAULTS and fault != "stall" else READ_TIMEOUT
     settings.LLM_MAX_RETRIES = MAX_RETRIES
     return openai_llm
 

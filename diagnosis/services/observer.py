@@ -1,0 +1,264 @@
+"""The Django side of the run observer (`diagnosis.agents.observer.RunObserver`): rows, progress, lease.
+
+One `DbRunObserver` per executing run. It is the run's `publish` callable, its step recorder, its
+invocation recorder and the Gatekeeper's invocation lookup, and it holds the run's lease.
+
+**Grouped commits.** Steps, tool invocations and progress events are buffered in memory and written
+together, one transaction per group, at the moments a reader needs them:
+
+- before each model call (the step row, RUNNING, is visible while the model works) and before a tool
+  call (a model step that asked for tools);
+- before the Gatekeeper reads the run's tool calls back (`lookup`);
+- inside the result's own transaction (`run_finish_*` in services/run_context.py), and with the claim.
+
+Events of one group go in one multi-row INSERT; a run writes about ten transactions instead of one
+per row.
+
+**Fencing.** Every group starts with a heartbeat UPDATE that matches only while the run is RUNNING
+under this worker's claim token (`RunLease.fence`). The UPDATE locks the run row, so it serialises with
+the reaper (which locks the row before it decides): either the group lands while this worker holds
+the run, or the run was reaped first, nothing matches, the group is dropped and `LeaseLost` raised.
+A ticker thread renews the heartbeat the same way every lease/4, so a model or tool call longer than
+the lease keeps its run alive; once the run is reaped it stops. The reaper (services/reaper.py) fails
+RUNNING runs whose heartbeat is older than the lease: reaping and fencing are one mechanism.
+
+**SSE ids.** An event's primary key is its SSE id. Only the lease holder writes a run's events, so
+their ids grow in the order they were written. Each message published on Redis carries the id of
+the run's previous event (`prev`), so a stream that missed a publish sees the gap and fills it from
+the database (services/live_progress.py).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from typing import Any, Callable, Collection, Iterable
+
+from django.conf import settings
+from django.db import connection, transaction
+from django.db.models import Max
+from django.utils import timezone
+
+from diagnosis.gatekeeper import InvocationRecord
+from diagnosis.ids import new_invocation_id
+from diagnosis.llm.base import Usage
+from diagnosis.models import AgentStep, DiagnosisRun, RunEvent, ToolInvocation
+from diagnosis.observability import metrics
+from diagnosis.services.lifecycle import LeaseLost
+from diagnosis.services.live_progress import publish_event
+
+logger = logging.getLogger(__name__)
+Status = DiagnosisRun.Status
+
+# (source invocation pk, replay mode) of the recorded call that served the tool call just made, or None.
+ServedBy = Callable[[], "tuple[Any, str] | None"]
+
+
+class RunLease:
+    """The claim of one run by this worker: its token, the fence, and the renewal ticker."""
+
+    def __init__(self, run_id: str, token: str, *, lease_seconds: float | None = None):
+        self.run_id, self.token = run_id, token
+        self.lease_seconds = float(lease_seconds if lease_seconds is not None else settings.RUN_LEASE_SECONDS)
+        self.lost = False
+        self.renewals = 0
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def fence(self) -> None:
+        """Renew the heartbeat, only if the run is still RUNNING under this token; LeaseLost otherwise.
+        Inside a transaction, the run row stays locked until it commits."""
+        if self.lost:
+            raise LeaseLost(self.run_id)
+        updated = DiagnosisRun.objects.filter(run_id=self.run_id, status=Status.RUNNING, claim_token=self.token).update(
+            heartbeat_at=timezone.now())
+        if updated != 1:
+            self.lost = True
+            current = DiagnosisRun.objects.filter(run_id=self.run_id).values_list("status", flat=True).first()
+            raise LeaseLost(self.run_id, current)
+
+    @property
+    def tick_seconds(self) -> float:
+        return self.lease_seconds / 4
+
+    def start(self) -> "RunLease":
+        self._thread = threading.Thread(target=self._tick, name=f"lease-{self.run_id}", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join(timeout=10)
+
+    def _tick(self) -> None:
+        try:
+            while not self._stop.wait(self.tick_seconds):
+                try:
+                    self.fence()
+                    self.renewals += 1
+                except LeaseLost:
+                    logger.warning("run %s: lease lost; the ticker stops and the worker's next write is refused", self.run_id)
+                    return
+                except Exception:  # a database blip: the next tick tries again, the lease has 3 more ticks of margin
+                    logger.exception("run %s: could not renew the lease", self.run_id)
+                    connection.close()  # reconnect on the next tick
+        finally:
+            connection.close()  # this thread's own connection
+
+    def __enter__(self) -> "RunLease":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+
+def _events_insert(events: list[RunEvent]) -> None:
+    """One multi-row INSERT where the database hands back the new ids (MariaDB 10.5+, SQLite 3.35+,
+    PostgreSQL); one INSERT per event elsewhere (MySQL), since each id is the event's SSE id."""
+    if connection.features.can_return_rows_from_bulk_insert:
+        RunEvent.objects.bulk_create(events)
+    else:
+        for event in events:
+            event.save(force_insert=True)
+
+
+def _last_event_id(run_pk: int) -> int | None:
+    return RunEvent.objects.filter(run_id=run_pk).order_by("-id").values_list("id", flat=True).first()
+
+
+def run_event_append(*, run_pk: int, kind: str, data: dict) -> RunEvent:
+    """One event written at once, outside any run's observer (the reaper's terminal status)."""
+    prev = _last_event_id(run_pk)
+    event = RunEvent.objects.create(run_id=run_pk, kind=kind, data=data)
+    publish_event(run_pk, event.pk, prev, kind, data)
+    return event
+
+
+class DbRunObserver:
+    """A run's observer on the database (see the module docstring). With a lease every group is fenced."""
+
+    def __init__(self, run: DiagnosisRun, *, lease: RunLease | None = None):
+        self.run = run
+        self.lease = lease
+        self.run_pk = run.pk
+        self.run_id = run.run_id
+        self.session_id = run.session.session_id
+        last = AgentStep.objects.filter(run_id=run.pk).aggregate(m=Max("step_index"))["m"]
+        self.next_index = 0 if last is None else last + 1
+        self.last_event_id = _last_event_id(run.pk)
+        self._used_ids = set(ToolInvocation.objects.filter(run_id=run.pk).values_list("invocation_id", flat=True))
+        self._events: list[RunEvent] = []
+        self._invocations: list[ToolInvocation] = []
+        self._step_updates: list[tuple[int, dict]] = []
+        self._served_by: ServedBy | None = None
+        self.current_step_id: int | None = None
+        self.step_count = 0
+        self.tool_count = 0
+        self.commits = 0
+
+    # -- progress events ------------------------------------------------------------------------------
+    def event(self, kind: str, data: dict) -> None:
+        self._events.append(RunEvent(run_id=self.run_pk, kind=kind, data=data))
+
+    __call__ = event
+
+    def node_end(self) -> None:
+        if self.lease is not None and self.lease.lost:
+            raise LeaseLost(self.run_id)
+
+    # -- the grouped commit ------------------------------------------------------------------------------
+    def commit(self, *, step: AgentStep | None = None, fence: bool = True) -> None:
+        """Write what is buffered (and `step`) in one transaction, fenced by the lease; inside an outer
+        transaction (the result's, the claim's) it joins it. LeaseLost drops the group."""
+        if step is None and not (self._events or self._invocations or self._step_updates):
+            return
+        events, invocations, updates = self._events, self._invocations, self._step_updates
+        self._events, self._invocations, self._step_updates = [], [], []
+        # Unfenced groups join the caller's transaction as they are (its outcome is theirs); a fenced one
+        # nested in a transaction gets a savepoint, so a refusal leaves that transaction usable.
+        with transaction.atomic(savepoint=fence):
+            if fence and self.lease is not None:
+                self.lease.fence()
+            for pk, fields in updates:
+                AgentStep.objects.filter(pk=pk).update(**fields)
+            if step is not None:
+                step.save(force_insert=True)
+            if invocations:
+                ToolInvocation.objects.bulk_create(invocations)
+            if events:
+                _events_insert(events)
+                for event in events:
+                    publish_event(self.run_pk, event.pk, self.last_event_id, event.kind, event.data)
+                    self.last_event_id = event.pk
+        self.commits += 1
+
+    # -- steps ---------------------------------------------------------------------------------------
+    def step_start(self, *, node: str, agent: str, attempt: int, model_input: Any, model_name: str) -> int:
+        step = AgentStep(run_id=self.run_pk, session_id=self.session_id, step_index=self.next_index, node=node,
+                         agent=agent, attempt=attempt, model_input=model_input, model_name=model_name[:128])
+        self.event("step", {"stepIndex": step.step_index, "node": node, "attempt": attempt, "status": "RUNNING"})
+        self.commit(step=step)  # before the model call: the step is visible while the model works
+        self.next_index += 1
+        self.step_count += 1
+        self.current_step_id = step.pk
+        metrics.model_call_started(step.pk, role=agent)
+        return step.pk
+
+    def step_finish(self, handle: int, *, status: str, model_output: Any, duration_ms: int, usage: Usage | None,
+                    has_tool_call: bool, error: str, model_name: str) -> None:
+        self._step_updates.append((handle, {
+            "status": status, "model_output": model_output, "duration_ms": duration_ms, "has_tool_call": has_tool_call,
+            "prompt_tokens": usage.prompt_tokens if usage else 0,
+            "completion_tokens": usage.completion_tokens if usage else 0,
+            "error": error[:4000], "model_name": (model_name or "")[:128], "finished_at": timezone.now(),
+        }))
+        metrics.model_call(handle, model=model_name, status=status, duration_ms=duration_ms, usage=usage)
+        self.event("step", {"stepId": handle, "status": status, "durationMs": duration_ms, "hasToolCall": has_tool_call})
+        if has_tool_call:
+            self.commit()  # before the tool calls: a slow tool does not hold back the step's end
+
+    # -- tool invocations ------------------------------------------------------------------------------
+    def serve_from(self, served_by: ServedBy) -> None:
+        """A replay: each invocation is marked with the recorded call that served it, and keeps that
+        call's invocation id when it is free in this run (so a faithful replay cites the same ids)."""
+        self._served_by = served_by
+
+    def _invocation_id(self, wanted: str | None) -> str:
+        if wanted and wanted not in self._used_ids:
+            invocation_id = wanted
+        else:
+            invocation_id = new_invocation_id()
+            while invocation_id in self._used_ids:
+                invocation_id = new_invocation_id()
+        self._used_ids.add(invocation_id)
+        return invocation_id
+
+    def record(self, *, tool_name: str, arguments: dict, status: str, result: Any, truncated: bool,
+               error_message: str, duration_ms: int, retrieval_details: dict | None) -> str:
+        served = self._served_by() if self._served_by is not None else None
+        source, mode = served if served else (None, "")
+        invocation_id = self._invocation_id(source.invocation_id if source is not None else None)
+        self._invocations.append(ToolInvocation(
+            run_id=self.run_pk, session_id=self.session_id, step_id=self.current_step_id,
+            invocation_id=invocation_id, tool_name=tool_name, arguments=arguments, status=status,
+            result=result, truncated=truncated, error_message=error_message[:4000],
+            duration_ms=duration_ms, retrieval_details=retrieval_details,
+            source_invocation_id=source.pk if source is not None else None, replay_mode=mode,
+        ))
+        self.tool_count += 1
+        metrics.tool_call(tool=tool_name, result=result, status=status, duration_ms=duration_ms)
+        event = {"invocationId": invocation_id, "toolName": tool_name, "status": status, "durationMs": duration_ms}
+        if self._served_by is not None:
+            event["replayMode"] = mode or None
+        self.event("tool", event)
+        return invocation_id
+
+    # -- the Gatekeeper's lookup ------------------------------------------------------------------------
+    def lookup(self, invocation_ids: Collection[str]) -> Iterable[InvocationRecord]:
+        self.commit()  # the Gatekeeper reads what is written
+        ids = [i for i in invocation_ids if isinstance(i, str)][:500]
+        rows = ToolInvocation.objects.filter(invocation_id__in=ids).values_list(
+            "invocation_id", "run__run_id", "tool_name", "status", "result"
+        )
+        return [InvocationRecord(invocation_id=i, run_id=r, tool_name=t, status=s, result=res) for i, r, t, s, res in rows]

@@ -1,0 +1,72 @@
+"""The run observer writes a run's audit trail in a few fenced groups, not a transaction per row.
+
+Counted on the connection (both passes): every explicit COMMIT, plus every write statement run in
+autocommit (each is a transaction of its own). A count, not a timing: `bench/run_overhead.py`
+times it.
+"""
+
+from __future__ import annotations
+
+import re
+from contextlib import contextmanager
+from unittest import mock
+
+import pytest
+from django.db import connection
+
+from diagnosis.models import AgentStep, DiagnosisRun, RunEvent, ToolInvocation
+from diagnosis.services.execution import run_execute
+
+pytestmark = pytest.mark.django_db(transaction=True)
+WRITE = re.compile(r"^\s*(INSERT|UPDATE|DELETE)\b", re.IGNORECASE)
+
+
+@contextmanager
+def counted():
+    seen = {"statements": 0, "commits": 0}
+
+    def wrapper(execute, sql, params, many, context):
+        seen["statements"] += 1
+        if WRITE.match(sql) and not context["connection"].in_atomic_block:
+            seen["commits"] += 1  # autocommit: the statement is its own transaction
+        return execute(sql, params, many, context)
+
+    real_commit = connection.commit
+
+    def commit():
+        seen["commits"] += 1
+        return real_commit()
+
+    with connection.execute_wrapper(wrapper), mock.patch.object(connection, "commit", commit):
+        yield seen
+
+
+def test_a_diagnosis_is_written_in_a_few_fenced_groups(make_run, demo_knowledge):
+    run = make_run("Why is payment-service failing?")
+    with counted() as seen:
+        run_execute(run_id=run.run_id)
+    run.refresh_from_db()
+    assert run.status == DiagnosisRun.Status.SUCCESS and not run.degraded
+    steps = AgentStep.objects.filter(run=run).count()
+    rows = steps + ToolInvocation.objects.filter(run=run).count() + RunEvent.objects.filter(run=run).count()
+    print(f"\n{steps} steps, {rows} rows: {seen}")
+    assert steps >= 5 and rows >= 30
+    # The claim, one group before each model call and before tool calls, the Gatekeeper's read, the
+    # result. (One transaction per row and per event was 47 commits for this run.)
+    assert seen["commits"] <= 2 * steps + 3, seen
+    assert seen["statements"] <= rows + 3 * steps + 12, seen  # rows grouped: an event is not a statement
+
+
+def test_the_events_of_a_group_get_increasing_ids_in_the_order_they_were_given(make_run, demo_knowledge):
+    run = make_run("Why is payment-service failing?")
+    run_execute(run_id=run.run_id)
+    events = list(RunEvent.objects.filter(run__run_id=run.run_id).order_by("id").values_list("kind", "data"))
+    assert events[0] == ("status", {"status": "RUNNING", "runId": run.run_id})
+    assert events[-1][0] == "status" and events[-1][1]["status"] == "SUCCESS"
+    nodes = [data["node"] for kind, data in events if kind == "node"]
+    assert nodes[0] == "planner" and nodes[-1] in ("composer", "fallback")
+    steps = [data for kind, data in events if kind == "step"]
+    # Every step's RUNNING event precedes its end event; the step rows follow the same order.
+    assert [s["status"] for s in steps][::2] == ["RUNNING"] * (len(steps) // 2)
+    assert [s["stepId"] for s in steps[1::2]] == list(AgentStep.objects.filter(run=run).order_by("step_index")
+                                                      .values_list("pk", flat=True))
