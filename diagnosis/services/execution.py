@@ -23,7 +23,7 @@ from diagnosis.services.lifecycle import LeaseLost, RunTransitionError, run_clai
 from diagnosis.services.observer import DbRunObserver, RunLease
 from diagnosis.services.reaper import run_reap
 from diagnosis.services.replay import replay_context, replay_execute
-from diagnosis.services.run_context import RunCannotStart, RunContext, run_budget, run_finish_failed, run_lease_of
+from diagnosis.services.run_context import RunCannotStart, RunContext, run_budget, run_finish_failed
 from diagnosis.services.runs import diagnosis_execute, simple_execute
 from diagnosis.tools.registry import ToolBox
 
@@ -58,26 +58,24 @@ def run_flow(run: DiagnosisRun) -> str:
     return "simple" if run.strategy == DiagnosisRun.Strategy.SIMPLE else "diagnosis"
 
 
-def run_context_build(run: DiagnosisRun, publish, *, tools: bool = True, history: bool = False, recorder=None,
+def run_context_build(run: DiagnosisRun, observer: DbRunObserver, *, tools: bool = True, history: bool = False,
                       backends=None, model=None, model_names=None, history_text: str | None = None,
                       prompt_version: str | None = None) -> RunContext:
     """The one place a run's collaborators are wired from settings (services/wiring.py); a replay passes
-    its backends, model and history instead. The run's observer (`publish`) records its steps and tool
-    calls too, so its events and rows are written in the same grouped commits."""
-    if recorder is None:
-        recorder = publish if isinstance(publish, DbRunObserver) else DbRunObserver(run, lease=run_lease_of(publish))
-    toolbox = ToolBox(backends=backends or wiring.backends(), recorder=recorder,
+    its backends, model and history instead. The run's observer is its `publish` and records its steps
+    and tool calls too, so one buffer holds the run's events and rows and one commit writes them."""
+    toolbox = ToolBox(backends=backends or wiring.backends(), recorder=observer,
                       max_calls=settings.DIAGNOSIS_MAX_TOOL_CALLS,
                       max_result_bytes=settings.TOOL_RESULT_MAX_BYTES) if tools else None
     budget = run_budget()
     if history and history_text is None:
         history_text = memory.memory_for_prompt(session=run.session, before=run)
     agent = AgentContext(
-        model=model or wiring.chat_model(), tools=toolbox, steps=recorder, lookup=recorder, budget=budget,
-        run_id=run.run_id, session_id=recorder.session_id, history=history_text or "",
+        model=model or wiring.chat_model(), tools=toolbox, steps=observer, lookup=observer, budget=budget,
+        run_id=run.run_id, session_id=observer.session_id, history=history_text or "",
         model_names=wiring.model_names() if model_names is None else model_names,
     )
-    return RunContext(run=run, publish=publish, recorder=recorder, tools=toolbox, budget=budget, agent=agent,
+    return RunContext(run=run, publish=observer, recorder=observer, tools=toolbox, budget=budget, agent=agent,
                       prompt_version=prompt_version)
 
 
