@@ -155,7 +155,6 @@ class DbRunObserver:
         self.current_step_id: int | None = None
         self.step_count = 0
         self.tool_count = 0
-        self.commits = 0
 
     # -- progress events ------------------------------------------------------------------------------
     def event(self, kind: str, data: dict) -> None:
@@ -191,7 +190,6 @@ class DbRunObserver:
                 for event in events:
                     publish_event(self.run_pk, event.pk, self.last_event_id, event.kind, event.data)
                     self.last_event_id = event.pk
-        self.commits += 1
 
     # -- steps ---------------------------------------------------------------------------------------
     def step_start(self, *, node: str, agent: str, attempt: int, model_input: Any, model_name: str) -> int:
