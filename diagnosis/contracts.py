@@ -458,6 +458,28 @@ def orchestration_trace_read(value: Any) -> dict | None:
     return None
 
 
+# --------------------------------------------------------------------------- progress events derived from rows
+# The SSE payloads of a step's start and end and of a tool call, built from the row's fields both when
+# the event is pushed live and when it is read back: one shape, whichever way a client receives it.
+
+
+def step_started_event(*, step_index: int, node: str, attempt: int) -> dict[str, Any]:
+    return {"stepIndex": step_index, "node": node, "attempt": attempt, "status": "RUNNING"}
+
+
+def step_finished_event(*, step_id: int, status: str, duration_ms: int | None, has_tool_call: bool) -> dict[str, Any]:
+    return {"stepId": step_id, "status": status, "durationMs": duration_ms, "hasToolCall": has_tool_call}
+
+
+def tool_event(*, invocation_id: str, tool_name: str, status: str, duration_ms: int | None, replay: bool,
+               replay_mode: str) -> dict[str, Any]:
+    """`replayMode` only in a replay: how the recorded call served it, None when none did."""
+    event = {"invocationId": invocation_id, "toolName": tool_name, "status": status, "durationMs": duration_ms}
+    if replay:
+        event["replayMode"] = replay_mode or None
+    return event
+
+
 # --------------------------------------------------------------------------- run result
 
 

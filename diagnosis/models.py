@@ -186,6 +186,9 @@ class AgentStep(models.Model):
     completion_tokens = models.PositiveIntegerField(default=0)
     started_at = models.DateTimeField(auto_now_add=True)
     finished_at = models.DateTimeField(null=True, blank=True)
+    # Places in the run's progress log (RunEvent): the step's start and end events are derived from this row.
+    seq = models.PositiveBigIntegerField(null=True, blank=True)
+    end_seq = models.PositiveBigIntegerField(null=True, blank=True)
 
     class Meta:
         db_table = "agent_step"
@@ -222,6 +225,8 @@ class ToolInvocation(models.Model):
                                           blank=True, related_name="+")
     replay_mode = models.CharField(max_length=20, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
+    # Its place in the run's progress log (RunEvent): the tool event is derived from this row.
+    seq = models.PositiveBigIntegerField(null=True, blank=True)
 
     class Meta:
         db_table = "tool_invocation"
@@ -324,22 +329,26 @@ class MaintenanceLock(models.Model):
 
 
 class RunEvent(models.Model):
-    """One progress event of a run (node transition, step, tool call, final status), in order.
+    """One progress event of a run that no other row tells (node transition, status, report), in order.
 
-    The database is the event log, so Server-Sent Events work the same with an in-process run
-    and with a worker on another machine. The primary key is the SSE id: a run's events are written
-    by one writer at a time (its lease holder), so its events' ids increase in the order they were
-    written, and a client resumes after its last event id.
+    A run's progress log is these rows and the events derived from its steps (start and end) and tool
+    invocations, ordered by `seq`, a place in the run that all three tables share and that is the
+    event's SSE id. The database is the log, so Server-Sent Events work the same with an in-process
+    run and with a worker on another machine. One writer at a time holds a run (its lease holder,
+    then the reaper), and it numbers the run's events in memory: no `Max(seq)` per event and no retry.
+    Events written before the shared numbering have no `seq`; their primary key is their place.
     """
 
     run = models.ForeignKey(DiagnosisRun, on_delete=models.CASCADE, related_name="events")
     kind = models.CharField(max_length=16)
     data = models.JSONField(default=dict)
     created_at = models.DateTimeField(auto_now_add=True)
+    seq = models.PositiveBigIntegerField(null=True, blank=True)
 
     class Meta:
         db_table = "run_event"
         ordering = ["id"]
+        constraints = [models.UniqueConstraint(fields=["run", "seq"], name="run_event_run_seq_uniq")]
 
 
 class RunReview(models.Model):

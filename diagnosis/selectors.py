@@ -1,4 +1,4 @@
-"""Read-side queries of the write app: what a caller may see (sessions and runs), and run progress events.
+"""Read-side queries of the write app: what a caller may see (sessions and runs), and a run's progress log.
 
 Visibility is a lazily filtered queryset, so scoping a lookup costs no extra query and a row the
 caller may not see is indistinguishable from a missing one (the API answers 404 for both).
@@ -6,11 +6,14 @@ caller may not see is indistinguishable from a missing one (the API answers 404 
 
 from __future__ import annotations
 
-from django.contrib.auth.models import Group
-from django.db.models import Exists, Q, QuerySet
+from typing import NamedTuple
 
-from diagnosis.contracts import SelfEvaluation
-from diagnosis.models import ChatSession, DiagnosisRun, RunEvent
+from django.contrib.auth.models import Group
+from django.db.models import BigIntegerField, Exists, Q, QuerySet
+from django.db.models.functions import Coalesce
+
+from diagnosis.contracts import SelfEvaluation, step_finished_event, step_started_event, tool_event
+from diagnosis.models import AgentStep, ChatSession, DiagnosisRun, RunEvent, ToolInvocation
 from diagnosis.roles import READ_ALL_GROUPS
 
 
@@ -42,8 +45,39 @@ def run_get_for_user(*, user, run_id: str) -> DiagnosisRun | None:
     return visible_runs(user).select_related("session").filter(run_id=run_id).first()
 
 
-def run_events_after(*, run: DiagnosisRun, after: int, limit: int = 200) -> list[RunEvent]:
-    return list(RunEvent.objects.filter(run_id=run.pk, id__gt=after).order_by("id")[:limit])
+class LoggedEvent(NamedTuple):
+    """One event of a run's progress log: its place (the SSE id), kind and payload."""
+
+    id: int
+    kind: str
+    data: dict
+
+
+def run_events_after(*, run_pk: int, after: int, limit: int = 200) -> list[LoggedEvent]:
+    """The run's progress log after place `after`, in order, at most `limit` events: its `run_event`
+    rows merged with the events its steps (start, end) and tool invocations tell (see RunEvent)."""
+    merged: list[LoggedEvent] = [
+        LoggedEvent(place, kind, data) for place, kind, data in
+        RunEvent.objects.filter(run_id=run_pk).annotate(place=Coalesce("seq", "id", output_field=BigIntegerField())).filter(place__gt=after)
+        .order_by("place").values_list("place", "kind", "data")[:limit]
+    ]
+    steps = AgentStep.objects.filter(Q(seq__gt=after) | Q(end_seq__gt=after), run_id=run_pk).values_list(
+        "pk", "seq", "end_seq", "step_index", "node", "attempt", "status", "duration_ms", "has_tool_call")
+    for pk, seq, end_seq, index, node, attempt, status, duration_ms, has_tool_call in steps:
+        if seq is not None and seq > after:
+            merged.append(LoggedEvent(seq, "step", step_started_event(step_index=index, node=node, attempt=attempt)))
+        if end_seq is not None and end_seq > after:
+            merged.append(LoggedEvent(end_seq, "step", step_finished_event(
+                step_id=pk, status=status, duration_ms=duration_ms, has_tool_call=has_tool_call)))
+    calls = list(ToolInvocation.objects.filter(run_id=run_pk, seq__gt=after).values_list(
+        "seq", "invocation_id", "tool_name", "status", "duration_ms", "replay_mode"))
+    if calls:
+        replay = DiagnosisRun.objects.filter(pk=run_pk, replay_options__isnull=False).exists()
+        merged += [LoggedEvent(seq, "tool", tool_event(invocation_id=invocation_id, tool_name=tool_name, status=status,
+                                                       duration_ms=duration_ms, replay=replay, replay_mode=mode))
+                   for seq, invocation_id, tool_name, status, duration_ms, mode in calls]
+    merged.sort(key=lambda event: event.id)
+    return merged[:limit]
 
 
 def run_status(*, run_pk: int) -> str | None:

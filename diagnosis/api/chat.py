@@ -341,7 +341,7 @@ def event_stream(run: DiagnosisRun, after: int, *, slot: tuple[int, str] | None 
         yield "retry: 2000\n\n"
         started = idle_since = time.monotonic()
         while time.monotonic() - started < settings.SSE_MAX_SECONDS:
-            events = run_events_after(run=run, after=after)
+            events = run_events_after(run_pk=run.pk, after=after)
             for event in events:
                 after = event.id
                 yield _sse(event.id, event.kind, {**event.data, "runId": run.run_id})
@@ -350,7 +350,7 @@ def event_stream(run: DiagnosisRun, after: int, *, slot: tuple[int, str] | None 
             if events:
                 idle_since = time.monotonic()
                 continue
-            if run_status(run_pk=run.pk) in DiagnosisRun.TERMINAL and not run_events_after(run=run, after=after):
+            if run_status(run_pk=run.pk) in DiagnosisRun.TERMINAL and not run_events_after(run_pk=run.pk, after=after):
                 yield _final_status(run)
                 return
             if time.monotonic() - idle_since > settings.SSE_HEARTBEAT_SECONDS:

@@ -1,13 +1,14 @@
 """Live progress: run events pushed to waiting clients, and the per-user cap on open streams.
 
-The database stays the event log (`run_event`, resumable by its id, the SSE id). With Redis, every
-event is also published on a per-run channel once its row is committed, with the id of the run's
-previous event (`prev`). A client SUBSCRIBES first, then replays the database after its last seen
-id, then reads the channel, dropping any event it already has: an event written before the
-subscription is in the replay, one written after it is on the channel, one written in between is in
-both and delivered once. A message whose `prev` the client has not seen (a lost publish) is preceded
-by the missing events, read from the database. Without Redis (the embedded default) a short, bounded database poll
-stands in for the channel.
+The database stays the event log (diagnosis.selectors.run_events_after: `run_event` rows and the
+events derived from step and tool-invocation rows, in the order of their place in the run, the SSE
+id). With Redis, every event is also published on a per-run channel once its row is committed, with
+the place of the run's previous event (`prev`). A client SUBSCRIBES first, then replays the database
+after its last seen place, then reads the channel, dropping any event it already has: an event
+written before the subscription is in the replay, one written after it is on the channel, one
+written in between is in both and delivered once. A message whose `prev` the client has not seen (a
+lost publish) is preceded by the missing events, read from the database. Without Redis (the
+embedded default) a short, bounded database poll stands in for the channel.
 """
 
 from __future__ import annotations
@@ -25,7 +26,8 @@ from typing import AsyncIterator
 from django.conf import settings
 from django.db import close_old_connections, transaction
 
-from diagnosis.models import DiagnosisRun, RunEvent
+from diagnosis.models import DiagnosisRun
+from diagnosis.selectors import run_events_after
 
 logger = logging.getLogger(__name__)
 
@@ -95,8 +97,7 @@ def publish_event(run_pk: int, event_id: int, prev: int | None, kind: str, data:
 # --------------------------------------------------------------------------------------- reading
 def _replay_page(run_pk: int, after: int) -> list[LiveEvent]:
     close_old_connections()  # a shared pool thread: drop a connection past CONN_MAX_AGE or broken
-    rows = RunEvent.objects.filter(run_id=run_pk, id__gt=after).order_by("id").values_list("id", "kind", "data")
-    return [LiveEvent(event_id, kind, data) for event_id, kind, data in rows[:REPLAY_PAGE]]
+    return [LiveEvent(*event) for event in run_events_after(run_pk=run_pk, after=after, limit=REPLAY_PAGE)]
 
 
 def _run_terminal(run_pk: int) -> bool:

@@ -22,10 +22,13 @@ A ticker thread renews the heartbeat the same way every lease/4, so a model or t
 the lease keeps its run alive; once the run is reaped it stops. The reaper (services/reaper.py) fails
 RUNNING runs whose heartbeat is older than the lease: reaping and fencing are one mechanism.
 
-**SSE ids.** An event's primary key is its SSE id. Only the lease holder writes a run's events, so
-their ids grow in the order they were written. Each message published on Redis carries the id of
-the run's previous event (`prev`), so a stream that missed a publish sees the gap and fills it from
-the database (services/live_progress.py).
+**The progress log.** A step's start and end and a tool call are told by their own rows: their events
+are derived from them (diagnosis.contracts) rather than stored a second time, and only what no row
+tells (node transitions, statuses, reports) is a `run_event`. All three carry `seq`, the event's
+place in the run and its SSE id. Only the lease holder writes a run, so it numbers the events in
+memory from the run's last place, read once when it starts. Each message published on Redis carries
+the place of the run's previous event (`prev`), so a stream that missed a publish sees the gap and
+fills it from the database (services/live_progress.py, diagnosis/selectors.py).
 """
 
 from __future__ import annotations
@@ -36,9 +39,11 @@ from typing import Any, Callable, Collection, Iterable
 
 from django.conf import settings
 from django.db import connection, transaction
-from django.db.models import Max
+from django.db.models import BigIntegerField, Max
+from django.db.models.functions import Coalesce
 from django.utils import timezone
 
+from diagnosis.contracts import step_finished_event, step_started_event, tool_event
 from diagnosis.gatekeeper import InvocationRecord
 from diagnosis.ids import new_invocation_id
 from diagnosis.llm.base import Usage
@@ -113,25 +118,23 @@ class RunLease:
         self.stop()
 
 
-def _events_insert(events: list[RunEvent]) -> None:
-    """One multi-row INSERT where the database hands back the new ids (MariaDB 10.5+, SQLite 3.35+,
-    PostgreSQL); one INSERT per event elsewhere (MySQL), since each id is the event's SSE id."""
-    if connection.features.can_return_rows_from_bulk_insert:
-        RunEvent.objects.bulk_create(events)
-    else:
-        for event in events:
-            event.save(force_insert=True)
-
-
-def _last_event_id(run_pk: int) -> int | None:
-    return RunEvent.objects.filter(run_id=run_pk).order_by("-id").values_list("id", flat=True).first()
+def run_last_seq(run_pk: int) -> int:
+    """The place of the run's last progress event, 0 before its first (an event from before the shared
+    numbering counts by its primary key, so later events follow it)."""
+    places = [
+        RunEvent.objects.filter(run_id=run_pk).aggregate(m=Max(Coalesce("seq", "id", output_field=BigIntegerField())))["m"],
+        *AgentStep.objects.filter(run_id=run_pk).aggregate(s=Max("seq"), e=Max("end_seq")).values(),
+        ToolInvocation.objects.filter(run_id=run_pk).aggregate(m=Max("seq"))["m"],
+    ]
+    return max((p for p in places if p is not None), default=0)
 
 
 def run_event_append(*, run_pk: int, kind: str, data: dict) -> RunEvent:
-    """One event written at once, outside any run's observer (the reaper's terminal status)."""
-    prev = _last_event_id(run_pk)
-    event = RunEvent.objects.create(run_id=run_pk, kind=kind, data=data)
-    publish_event(run_pk, event.pk, prev, kind, data)
+    """One event written at once, outside any run's observer: the reaper's terminal status, written
+    with the run row locked after the run left its worker (whose later writes the fence refuses)."""
+    prev = run_last_seq(run_pk)
+    event = RunEvent.objects.create(run_id=run_pk, kind=kind, data=data, seq=prev + 1)
+    publish_event(run_pk, event.seq, prev or None, kind, data)
     return event
 
 
@@ -146,9 +149,11 @@ class DbRunObserver:
         self.session_id = run.session.session_id
         last = AgentStep.objects.filter(run_id=run.pk).aggregate(m=Max("step_index"))["m"]
         self.next_index = 0 if last is None else last + 1
-        self.last_event_id = _last_event_id(run.pk)
+        self.seq = run_last_seq(run.pk)  # the place of the run's last event; the next one is seq + 1
+        self.published_seq = self.seq or None  # the last event pushed to live readers
         self._used_ids = set(ToolInvocation.objects.filter(run_id=run.pk).values_list("invocation_id", flat=True))
         self._events: list[RunEvent] = []
+        self._outbox: list[tuple[int, str, dict]] = []  # (seq, kind, data) to push once the group is written
         self._invocations: list[ToolInvocation] = []
         self._step_updates: list[tuple[int, dict]] = []
         self._served_by: ServedBy | None = None
@@ -157,8 +162,14 @@ class DbRunObserver:
         self.tool_count = 0
 
     # -- progress events ------------------------------------------------------------------------------
+    def _place(self, kind: str, data: dict) -> int:
+        """The next place in the run's log, for an event pushed with its group."""
+        self.seq += 1
+        self._outbox.append((self.seq, kind, data))
+        return self.seq
+
     def event(self, kind: str, data: dict) -> None:
-        self._events.append(RunEvent(run_id=self.run_pk, kind=kind, data=data))
+        self._events.append(RunEvent(run_id=self.run_pk, kind=kind, data=data, seq=self._place(kind, data)))
 
     __call__ = event
 
@@ -172,8 +183,8 @@ class DbRunObserver:
         transaction (the result's, the claim's) it joins it. LeaseLost drops the group."""
         if step is None and not (self._events or self._invocations or self._step_updates):
             return
-        events, invocations, updates = self._events, self._invocations, self._step_updates
-        self._events, self._invocations, self._step_updates = [], [], []
+        events, invocations, updates, outbox = self._events, self._invocations, self._step_updates, self._outbox
+        self._events, self._invocations, self._step_updates, self._outbox = [], [], [], []
         # Unfenced groups join the caller's transaction as they are (its outcome is theirs); a fenced one
         # nested in a transaction gets a savepoint, so a refusal leaves that transaction usable.
         with transaction.atomic(savepoint=fence):
@@ -186,16 +197,16 @@ class DbRunObserver:
             if invocations:
                 ToolInvocation.objects.bulk_create(invocations)
             if events:
-                _events_insert(events)
-                for event in events:
-                    publish_event(self.run_pk, event.pk, self.last_event_id, event.kind, event.data)
-                    self.last_event_id = event.pk
+                RunEvent.objects.bulk_create(events)
+            for seq, kind, data in outbox:
+                publish_event(self.run_pk, seq, self.published_seq, kind, data)
+                self.published_seq = seq
 
     # -- steps ---------------------------------------------------------------------------------------
     def step_start(self, *, node: str, agent: str, attempt: int, model_input: Any, model_name: str) -> int:
         step = AgentStep(run_id=self.run_pk, session_id=self.session_id, step_index=self.next_index, node=node,
                          agent=agent, attempt=attempt, model_input=model_input, model_name=model_name[:128])
-        self.event("step", {"stepIndex": step.step_index, "node": node, "attempt": attempt, "status": "RUNNING"})
+        step.seq = self._place("step", step_started_event(step_index=step.step_index, node=node, attempt=attempt))
         self.commit(step=step)  # before the model call: the step is visible while the model works
         self.next_index += 1
         self.step_count += 1
@@ -205,14 +216,16 @@ class DbRunObserver:
 
     def step_finish(self, handle: int, *, status: str, model_output: Any, duration_ms: int, usage: Usage | None,
                     has_tool_call: bool, error: str, model_name: str) -> None:
+        end_seq = self._place("step", step_finished_event(step_id=handle, status=status, duration_ms=duration_ms,
+                                                          has_tool_call=has_tool_call))
         self._step_updates.append((handle, {
             "status": status, "model_output": model_output, "duration_ms": duration_ms, "has_tool_call": has_tool_call,
             "prompt_tokens": usage.prompt_tokens if usage else 0,
             "completion_tokens": usage.completion_tokens if usage else 0,
             "error": error[:4000], "model_name": (model_name or "")[:128], "finished_at": timezone.now(),
+            "end_seq": end_seq,
         }))
         metrics.model_call(handle, model=model_name, status=status, duration_ms=duration_ms, usage=usage)
-        self.event("step", {"stepId": handle, "status": status, "durationMs": duration_ms, "hasToolCall": has_tool_call})
         if has_tool_call:
             self.commit()  # before the tool calls: a slow tool does not hold back the step's end
 
@@ -237,19 +250,18 @@ class DbRunObserver:
         served = self._served_by() if self._served_by is not None else None
         source, mode = served if served else (None, "")
         invocation_id = self._invocation_id(source.invocation_id if source is not None else None)
+        seq = self._place("tool", tool_event(invocation_id=invocation_id, tool_name=tool_name, status=status,
+                                             duration_ms=duration_ms, replay=self._served_by is not None,
+                                             replay_mode=mode))
         self._invocations.append(ToolInvocation(
             run_id=self.run_pk, session_id=self.session_id, step_id=self.current_step_id,
             invocation_id=invocation_id, tool_name=tool_name, arguments=arguments, status=status,
             result=result, truncated=truncated, error_message=error_message[:4000],
             duration_ms=duration_ms, retrieval_details=retrieval_details,
-            source_invocation_id=source.pk if source is not None else None, replay_mode=mode,
+            source_invocation_id=source.pk if source is not None else None, replay_mode=mode, seq=seq,
         ))
         self.tool_count += 1
         metrics.tool_call(tool=tool_name, result=result, status=status, duration_ms=duration_ms)
-        event = {"invocationId": invocation_id, "toolName": tool_name, "status": status, "durationMs": duration_ms}
-        if self._served_by is not None:
-            event["replayMode"] = mode or None
-        self.event("tool", event)
         return invocation_id
 
     # -- the Gatekeeper's lookup ------------------------------------------------------------------------

@@ -124,12 +124,29 @@ def test_the_event_stream_resumes_after_last_event_id(alice_api, demo_knowledge)
 
 
 @pytest.mark.production_server
-def test_each_sse_id_is_the_stored_event_s_primary_key(alice_api, demo_knowledge):
+def test_step_and_tool_events_are_told_by_their_rows_and_each_sse_id_is_a_place_in_the_run(alice_api, demo_knowledge):
+    """A step's start and end and a tool call are stored once (their rows); their events are derived
+    from them, and every SSE id is the event's place: 1, 2, 3… across the run's three tables."""
     run_id = alice_api.post("/api/chat", {"question": QUESTION}, format="json").json()["runId"]
-    streamed = [(int(e["id"]), e["event"]) for e in sse_events(alice_api.get(f"/api/runs/{run_id}/events"))
-                if e.get("id")]
-    stored = list(RunEvent.objects.filter(run__run_id=run_id).order_by("id").values_list("id", "kind"))
-    assert streamed == stored and len(stored) > 5
+    streamed = [e for e in sse_events(alice_api.get(f"/api/runs/{run_id}/events")) if e.get("id")]
+    run = DiagnosisRun.objects.get(run_id=run_id)
+    assert not RunEvent.objects.filter(run=run, kind__in=["step", "tool"]).exists()  # not stored twice
+    rows = [(seq, kind) for seq, kind in RunEvent.objects.filter(run=run).values_list("seq", "kind")]
+    steps = list(run.steps.order_by("step_index"))
+    rows += [(step.seq, "step") for step in steps] + [(step.end_seq, "step") for step in steps]
+    calls = list(run.tool_invocations.order_by("seq"))
+    rows += [(call.seq, "tool") for call in calls]
+    assert [(int(e["id"]), e["event"]) for e in streamed] == sorted(rows)
+    assert [int(e["id"]) for e in streamed] == list(range(1, len(rows) + 1)) and len(steps) > 3 and calls
+    by_id = {int(e["id"]): e["data"] for e in streamed}
+    for step in steps:
+        assert by_id[step.seq] == {"stepIndex": step.step_index, "node": step.node, "attempt": step.attempt,
+                                   "status": "RUNNING", "runId": run_id}
+        assert by_id[step.end_seq] == {"stepId": step.pk, "status": step.status, "durationMs": step.duration_ms,
+                                       "hasToolCall": step.has_tool_call, "runId": run_id}
+    for call in calls:
+        assert by_id[call.seq] == {"invocationId": call.invocation_id, "toolName": call.tool_name,
+                                   "status": call.status, "durationMs": call.duration_ms, "runId": run_id}
 
 
 @pytest.mark.production_server

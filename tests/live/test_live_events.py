@@ -45,12 +45,12 @@ def collect(run_pk: int, after: int, *, during=None, heartbeat: float = 30, max_
 
 
 def write(run_pk: int, kind: str, data: dict) -> int:
-    """One event written (and published, with Redis); its id, the SSE id."""
-    return run_event_append(run_pk=run_pk, kind=kind, data=data).pk
+    """One event written (and published, with Redis); its place in the run, the SSE id."""
+    return run_event_append(run_pk=run_pk, kind=kind, data=data).seq
 
 
 def stored(run_pk: int) -> list[tuple[int, str]]:
-    return list(RunEvent.objects.filter(run_id=run_pk).order_by("id").values_list("id", "kind"))
+    return list(RunEvent.objects.filter(run_id=run_pk).order_by("seq").values_list("seq", "kind"))
 
 
 def test_events_written_between_subscribe_and_replay_arrive_once_and_in_order(running_run, monkeypatch):
