@@ -78,3 +78,22 @@ def test_the_run_s_log_numbers_its_events_in_the_order_they_were_given(make_run,
     assert [s["status"] for s in steps][::2] == ["RUNNING"] * (len(steps) // 2)
     assert [s["stepId"] for s in steps[1::2]] == list(AgentStep.objects.filter(run=run).order_by("step_index")
                                                       .values_list("pk", flat=True))
+
+
+def test_a_log_written_before_the_shared_numbering_is_read_by_primary_key_and_continued_after_it(make_run):
+    """Events stored before `seq` existed (steps and tool calls among them) keep their primary key as
+    their place; what is written next follows them, and a client resuming from an old id misses nothing."""
+    from diagnosis.services.observer import DbRunObserver, run_event_append
+
+    run = make_run("Why is payment-service failing?")
+    old = [RunEvent.objects.create(run=run, kind=kind, data={"n": n}) for n, kind in enumerate(["status", "step", "tool"])]
+    observer = DbRunObserver(run)
+    assert observer.seq == old[-1].pk
+    observer.event("node", {"node": "planner"})
+    observer.commit(fence=False)
+    end = run_event_append(run_pk=run.pk, kind="status", data={"status": "FAILED"})
+    log = run_events_after(run_pk=run.pk, after=0)
+    assert [(e.id, e.kind) for e in log] == [(e.pk, e.kind) for e in old] + [
+        (old[-1].pk + 1, "node"), (old[-1].pk + 2, "status")]
+    assert end.seq == old[-1].pk + 2
+    assert [e.kind for e in run_events_after(run_pk=run.pk, after=old[0].pk)] == ["step", "tool", "node", "status"]

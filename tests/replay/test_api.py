@@ -6,6 +6,7 @@ import pytest
 from rest_framework.test import APIClient
 
 from diagnosis.models import ChatSession, DiagnosisRun
+from diagnosis.selectors import run_events_after
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -26,6 +27,10 @@ def test_the_owner_replays_a_run_and_reads_the_diff(alice_api, recorded, eager_t
     assert [i["sourceInvocation"] for i in invocations] == [
         {"runId": original.run_id, "invocationId": i} for i in original.tool_invocations.order_by("id").values_list(
             "invocation_id", flat=True)]
+    # The progress log tells how each call was served; a live run's tool events have no such key.
+    tools = [e.data for e in run_events_after(run_pk=replay.pk, after=0) if e.kind == "tool"]
+    assert [(t["invocationId"], t["replayMode"]) for t in tools] == [(i["invocationId"], "recorded") for i in invocations]
+    assert all("replayMode" not in e.data for e in run_events_after(run_pk=original.pk, after=0) if e.kind == "tool")
 
     diff = alice_api.get(f"/api/runs/{original.run_id}/diff/{replay.run_id}")
     assert diff.status_code == 200, diff.content
