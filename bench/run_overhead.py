@@ -12,6 +12,7 @@ on the payment-db-pool-exhaustion scenario, with the same per-layer breakdown.
     .venv/bin/python bench/run_overhead.py            # SQLite in a temp folder
     .venv/bin/python bench/run_overhead.py --mysql    # MariaDB/MySQL at 127.0.0.1:3306, database bench_run_overhead
     .venv/bin/python bench/run_overhead.py --sqlite-tuned   # what-if: SQLite WAL + IMMEDIATE (bench/whatif_settings.py)
+    .venv/bin/python bench/run_overhead.py --mysql --db-name bench_mine   # beside another run of the bench
 """
 
 from __future__ import annotations
