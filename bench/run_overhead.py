@@ -12,6 +12,7 @@ on the payment-db-pool-exhaustion scenario, with the same per-layer breakdown.
     .venv/bin/python bench/run_overhead.py            # SQLite in a temp folder
     .venv/bin/python bench/run_overhead.py --mysql    # MariaDB/MySQL at 127.0.0.1:3306, database bench_run_overhead
     .venv/bin/python bench/run_overhead.py --sqlite-tuned   # what-if: SQLite WAL + IMMEDIATE (bench/whatif_settings.py)
+    .venv/bin/python bench/run_overhead.py --mysql --db-name bench_mine   # beside another run of the bench
 """
 
 from __future__ import annotations
@@ -257,6 +258,8 @@ def offline_factory():
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--mysql", action="store_true", help="use a fresh MySQL database bench_run_overhead")
+    parser.add_argument("--db-name", default="bench_run_overhead",
+                        help="name of the fresh database (bench_<word>): two benches at once need two names")
     parser.add_argument("--runs", type=int, default=150, help="timed plain runs (and as many instrumented) of part 1")
     parser.add_argument("--offline-runs", type=int, default=25, help="timed plain runs of part 2")
     parser.add_argument("--seconds", type=float, default=50, help="time cap of each part's timed loop")
@@ -267,7 +270,7 @@ def main() -> None:
     if args.sqlite_tuned and args.mysql:
         parser.error("--sqlite-tuned applies to SQLite only")
 
-    with bench_database(mysql=args.mysql, name="bench_run_overhead", sqlite_tuned=args.sqlite_tuned) as db:
+    with bench_database(mysql=args.mysql, name=args.db_name, sqlite_tuned=args.sqlite_tuned) as db:
         from django.conf import settings
 
         from diagnosis.services import wiring

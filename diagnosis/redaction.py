@@ -200,10 +200,31 @@ def _lower_same_length(text: str) -> str:
 _ASCII_LOWER = {c: c + 32 for c in range(ord("A"), ord("Z") + 1)}
 
 
+# Short texts in which the rules found nothing. A run redacts the same short strings over and over
+# (tool names, services, the prompts resent with every model call): a lookup here skips the rules for
+# them. A text with a secret is never kept, and a text is only ever compared whole, so the cache can
+# only answer "nothing to mask" for a text the rules themselves gave back unchanged.
+_CLEAN_TEXTS: dict[str, None] = {}
+_CLEAN_TEXTS_MAX = 2048  # entries of at most _SHORT_TEXT characters; emptied when full
+
+
 def redact_text_counted(text: str) -> tuple[str, int]:
     """Mask every secret in ``text``; return the masked text and the number of secrets masked."""
     if not isinstance(text, str):
         raise TypeError(f"redact_text expects str, got {type(text).__name__}")
+    exact = type(text) is str  # a subclass may compare equal to a clean text it is not
+    if exact and text in _CLEAN_TEXTS:
+        return text, 0
+    masked, count = _apply_rules(text)
+    if exact and not count and masked is text and len(text) <= _SHORT_TEXT:
+        if len(_CLEAN_TEXTS) >= _CLEAN_TEXTS_MAX:
+            _CLEAN_TEXTS.clear()
+        _CLEAN_TEXTS[text] = None
+    return masked, count
+
+
+def _apply_rules(text: str) -> tuple[str, int]:
+    """Every rule over ``text`` (the redactor itself, without the cache of clean texts)."""
     if not text:
         return text, 0
     counter = [0]
@@ -286,7 +307,14 @@ def _mask_all(value: Any, counter: list[int]) -> Any:
     return value
 
 
+# Leaves with nothing to mask, by exact type (a subclass goes the long way, through the ABC checks).
+_PLAIN_LEAVES = frozenset({int, float, bool, type(None)})
+
+
 def _redact(value: Any, counter: list[int]) -> Any:
+    kind = type(value)
+    if kind in _PLAIN_LEAVES or (kind is str and value in _CLEAN_TEXTS):
+        return value
     if isinstance(value, str):
         masked, n = redact_text_counted(value)
         counter[0] += n

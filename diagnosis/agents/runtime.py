@@ -126,13 +126,15 @@ class AgentContext:
         started = time.perf_counter()
         wants_json = json_output and not tools
         contract = output_model(role, node)
-        schema = response_format(contract, tool_parameters=TOOL_PARAMETERS)["json_schema"] if contract is not None else None
+        # Only a JSON answer without tools is sent with its schema (a tool-calling turn is not).
+        schema = (response_format(contract, tool_parameters=TOOL_PARAMETERS)["json_schema"]
+                  if contract is not None and wants_json else None)
         try:
             self.budget.check()
             reply = self.model.complete(ChatRequest(
                 role=role, messages=messages, tools=tools or None,
                 response_format="json" if wants_json else None, structured_input=structured,
-                output_schema=(schema["name"], schema["schema"]) if schema and wants_json else None,
+                output_schema=(schema["name"], schema["schema"]) if schema else None,
                 deadline=self.budget.deadline,
             ))
         except ModelError as exc:

@@ -17,6 +17,7 @@ vLLM, Ollama) enforce it regardless of `strict`.
 from __future__ import annotations
 
 import copy
+import json
 from typing import Any, Literal, Optional, Union
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -204,6 +205,13 @@ TOOL_CALL_TEXT_LIMIT = 256  # maxLength of a string argument in the `tools` sent
 WIRE_TEXT_LIMIT = 1000
 
 
+# Generated schemas by (model, tool names, tool parameters as sorted JSON): pydantic takes about a
+# millisecond per schema and every model call asks for one. Few distinct keys exist (one per role and
+# tool set); the bound only guards against a caller that varies its tools without end.
+_SCHEMAS: dict[tuple[type[BaseModel], tuple[str, ...], str], dict[str, Any]] = {}
+_SCHEMAS_MAX = 256
+
+
 def json_schema(model: type[BaseModel], *, tool_names: list[str] | None = None,
                 tool_parameters: dict[str, dict[str, Any]] | None = None) -> dict[str, Any]:
     """The self-contained JSON Schema of `model` (``$defs`` inlined at the root as pydantic writes them).
@@ -211,7 +219,29 @@ def json_schema(model: type[BaseModel], *, tool_names: list[str] | None = None,
     With `tool_names`, every tool-name field may only hold one of them; with `tool_parameters`
     (tool name -> its parameters schema), an object holding ``tool`` and ``arguments`` (a plan step, a
     suggested query) becomes one alternative per tool whose arguments follow that tool's schema.
+    Every call returns a fresh copy: a caller may change it without changing the next one's.
     """
+    key = (model, tuple(sorted(tool_names or ())),
+           json.dumps(tool_parameters, sort_keys=True) if tool_parameters else "")
+    schema = _SCHEMAS.get(key)
+    if schema is None:
+        schema = _generate(model, tool_names=tool_names, tool_parameters=tool_parameters)
+        if len(_SCHEMAS) < _SCHEMAS_MAX:
+            _SCHEMAS[key] = schema
+    return _fresh_copy(schema)
+
+
+def _fresh_copy(node: Any) -> Any:
+    """A copy of a JSON-like value down to its leaves (several times faster than `copy.deepcopy`)."""
+    if isinstance(node, dict):
+        return {key: _fresh_copy(value) for key, value in node.items()}
+    if isinstance(node, list):
+        return [_fresh_copy(item) for item in node]
+    return node
+
+
+def _generate(model: type[BaseModel], *, tool_names: list[str] | None,
+              tool_parameters: dict[str, dict[str, Any]] | None) -> dict[str, Any]:
     schema = model.model_json_schema(mode="validation")
     _tidy(schema)
     _cap_lengths(schema)

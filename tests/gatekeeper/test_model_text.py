@@ -3,10 +3,16 @@ invisible characters, compatibility forms and hyphen look-alikes."""
 
 from __future__ import annotations
 
+import sys
+import unicodedata
+
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from diagnosis.agents.catalog import load_catalog, prompt_echoed
 from diagnosis.model_text import (
+    HYPHEN_LOOKALIKES,
     cap_strings,
     cap_text,
     foreign_citations,
@@ -20,6 +26,36 @@ VERIFIED = {"inv-3f9a2c1b"}
 def test_normaliser_applies_nfkc_strips_format_characters_and_folds_hyphens():
     assert normalise_model_text("ｉｎｖ\u20113f9a\u200b2c1b\u2060") == "inv-3f9a2c1b"
     assert normalise_model_text("a\u00adb\u2212c\u2014d") == "ab-c-d"  # soft hyphen is Cf: removed
+
+
+FORMAT_CHARACTERS = "".join(chr(cp) for cp in range(sys.maxunicode + 1) if unicodedata.category(chr(cp)) == "Cf")
+
+
+def normalised_char_by_char(text: str) -> str:
+    """The normaliser's definition, one character at a time."""
+    text = unicodedata.normalize("NFKC", text)
+    text = "".join(ch for ch in text if unicodedata.category(ch) != "Cf" or ch == "\n")
+    return text.translate(str.maketrans({c: "-" for c in HYPHEN_LOOKALIKES}))
+
+
+@given(st.text(alphabet=st.one_of(
+    st.characters(),
+    st.characters(max_codepoint=127),
+    st.sampled_from(FORMAT_CHARACTERS + HYPHEN_LOOKALIKES + "\n\u00a0\uff0d\uff49\u2126\u00b2\ufb01"),
+)))
+def test_the_normaliser_equals_its_char_by_char_definition_on_any_text(text):
+    assert normalise_model_text(text) == normalised_char_by_char(text)
+
+
+@given(st.text(alphabet=st.characters(max_codepoint=127)))
+def test_ascii_text_comes_back_unchanged(text):
+    assert normalise_model_text(text) == normalised_char_by_char(text) == text
+
+
+def test_every_format_character_is_removed_wherever_it_stands():
+    text = "a".join(FORMAT_CHARACTERS)
+    assert len(FORMAT_CHARACTERS) > 150
+    assert normalise_model_text(text) == normalised_char_by_char(text) == "a" * (len(FORMAT_CHARACTERS) - 1)
 
 
 @pytest.mark.parametrize("text", [
