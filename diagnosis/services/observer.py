@@ -118,11 +118,16 @@ class RunLease:
         self.stop()
 
 
+def _last_event_place(run_pk: int) -> int | None:
+    return RunEvent.objects.filter(run_id=run_pk).aggregate(
+        m=Max(Coalesce("seq", "id", output_field=BigIntegerField())))["m"]
+
+
 def run_last_seq(run_pk: int) -> int:
     """The place of the run's last progress event, 0 before its first (an event from before the shared
     numbering counts by its primary key, so later events follow it)."""
     places = [
-        RunEvent.objects.filter(run_id=run_pk).aggregate(m=Max(Coalesce("seq", "id", output_field=BigIntegerField())))["m"],
+        _last_event_place(run_pk),
         *AgentStep.objects.filter(run_id=run_pk).aggregate(s=Max("seq"), e=Max("end_seq")).values(),
         ToolInvocation.objects.filter(run_id=run_pk).aggregate(m=Max("seq"))["m"],
     ]
@@ -147,11 +152,15 @@ class DbRunObserver:
         self.run_pk = run.pk
         self.run_id = run.run_id
         self.session_id = run.session.session_id
-        last = AgentStep.objects.filter(run_id=run.pk).aggregate(m=Max("step_index"))["m"]
-        self.next_index = 0 if last is None else last + 1
-        self.seq = run_last_seq(run.pk)  # the place of the run's last event; the next one is seq + 1
+        # What an earlier execution of the run left (a retry after a lost worker): three reads.
+        steps = AgentStep.objects.filter(run_id=run.pk).aggregate(i=Max("step_index"), s=Max("seq"), e=Max("end_seq"))
+        calls = list(ToolInvocation.objects.filter(run_id=run.pk).values_list("invocation_id", "seq"))
+        self.next_index = 0 if steps["i"] is None else steps["i"] + 1
+        self._used_ids = {invocation_id for invocation_id, _ in calls}
+        # The place of the run's last event (see run_last_seq); the next one is seq + 1.
+        self.seq = max((p for p in (_last_event_place(run.pk), steps["s"], steps["e"], *(seq for _, seq in calls))
+                        if p is not None), default=0)
         self.published_seq = self.seq or None  # the last event pushed to live readers
-        self._used_ids = set(ToolInvocation.objects.filter(run_id=run.pk).values_list("invocation_id", flat=True))
         self._events: list[RunEvent] = []
         self._outbox: list[tuple[int, str, dict]] = []  # (seq, kind, data) to push once the group is written
         self._invocations: list[ToolInvocation] = []
