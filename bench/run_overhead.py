@@ -148,10 +148,13 @@ def execute(user, timer: LayerTimer | None = None):
 
 def check_run(run, *, verdict: str | None = "PASS") -> dict:
     from diagnosis.models import AgentStep, DiagnosisRun, RunEvent, ToolInvocation
+    from diagnosis.selectors import run_events_after
 
     run = DiagnosisRun.objects.get(pk=run.pk)
+    # Progress events: what a reader of the run's log sees; "event rows" the ones stored as run_event
+    # (a step's start and end and a tool call are told by their own rows).
     rows = {"steps": AgentStep.objects.filter(run=run).count(), "invocations": ToolInvocation.objects.filter(run=run).count(),
-            "events": RunEvent.objects.filter(run=run).count()}
+            "events": len(run_events_after(run_pk=run.pk, after=0)), "event_rows": RunEvent.objects.filter(run=run).count()}
     # The scripted run must be the verified path itself (no fallback, one step per scripted call).
     if run.status != "SUCCESS" or (verdict and (run.effective_verdict != verdict or run.degraded
                                                 or rows["steps"] != SCRIPTED_MODEL_CALLS)):
@@ -217,7 +220,7 @@ def report(result: dict, *, model_calls: float, engine: str, exclude_tools: bool
     layer_sum = sum(layers.values()) or 1.0
     print(f"\n== {result['label']} ({engine}) ==")
     rows = result["rows"]
-    print(f"per run: {rows['steps']} agent steps, {rows['invocations']} tool invocations, {rows['events']} progress events, "
+    print(f"per run: {rows['steps']} agent steps, {rows['invocations']} tool invocations, {rows['events']} progress events ({rows['event_rows']} stored as run_event), "
           f"verdict {rows['verdict']}, degraded {rows['degraded']}")
     sql_total = sum(result["sql"].values())
     print("SQL statements per run: " + ", ".join(f"{verb} {n:g}" for verb, n in result["sql"].items())
