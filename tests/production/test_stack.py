@@ -46,6 +46,15 @@ def metric(base_url: str, name: str) -> float | None:
     return float(match.group(1)) if match else None
 
 
+def no_stream_open(base_url: str) -> float:
+    """Wait until the server holds no stream open and return the gauge (0). A client that closed its
+    stream in an earlier test is noticed by the server at its next heartbeat, so a gauge read right
+    away may still count it; every test here starts from a server that has let go of every stream."""
+    wait_for(lambda: (metric(base_url, "aiops_sse_open_streams") or 0) == 0, 30,
+             "the streams of earlier tests to be let go")
+    return metric(base_url, "aiops_sse_open_streams") or 0
+
+
 class OpenStream:
     """An SSE request held open; `.lines()` reads what has arrived."""
 
@@ -72,7 +81,7 @@ def hit_the_stream_cap_and_free_a_slot(production_stack, alice, bob) -> float:
     url = f"/api/runs/{pending.run_id}/events"
     base = production_stack.base_url
     alice_http = httpx.Client(base_url=base, headers={"Authorization": f"Token {token_of(alice)}"}, timeout=30)
-    before = metric(base, "aiops_sse_open_streams") or 0
+    before = no_stream_open(base)
     streams = [OpenStream(alice_http, url) for _ in range(STACK_MAX_STREAMS)]
     try:
         assert all(s.response.status_code == 200 for s in streams)
@@ -121,7 +130,7 @@ def test_the_open_streams_gauge_returns_to_where_it_was_once_the_clients_are_gon
     url = f"/api/runs/{pending.run_id}/events"
     base = production_stack.base_url
     alice_http = httpx.Client(base_url=base, headers={"Authorization": f"Token {token_of(alice)}"}, timeout=30)
-    before = metric(base, "aiops_sse_open_streams") or 0
+    before = no_stream_open(base)
     streams = [OpenStream(alice_http, url) for _ in range(STACK_MAX_STREAMS)]
     for stream in streams:
         assert stream.read_until(lambda line: line.startswith(": keep-alive"))[-1] == ": keep-alive"
