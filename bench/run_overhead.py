@@ -263,6 +263,8 @@ def main() -> None:
     parser.add_argument("--mysql", action="store_true", help="use a fresh MySQL database bench_run_overhead")
     parser.add_argument("--db-name", default="bench_run_overhead",
                         help="name of the fresh database (bench_<word>): two benches at once need two names")
+    parser.add_argument("--mysql-port", type=int, default=None,
+                        help="port of the MySQL server on 127.0.0.1 (default 3306), e.g. a second instance with other settings")
     parser.add_argument("--runs", type=int, default=150, help="timed plain runs (and as many instrumented) of part 1")
     parser.add_argument("--offline-runs", type=int, default=25, help="timed plain runs of part 2")
     parser.add_argument("--seconds", type=float, default=50, help="time cap of each part's timed loop")
@@ -272,6 +274,12 @@ def main() -> None:
     args = parser.parse_args()
     if args.sqlite_tuned and args.mysql:
         parser.error("--sqlite-tuned applies to SQLite only")
+    if args.mysql_port is not None:
+        if not args.mysql:
+            parser.error("--mysql-port applies to --mysql only")
+        import _support
+
+        _support.MYSQL_PORT = args.mysql_port
 
     with bench_database(mysql=args.mysql, name=args.db_name, sqlite_tuned=args.sqlite_tuned) as db:
         from django.conf import settings
