@@ -253,18 +253,19 @@ def test_a_larger_step_keeps_every_kth_sample_counted_back_from_the_newest(payme
     assert len(values) == 12 and values[-1] == full[-1] and values == full[4::5]
 
 
-def test_metrics_window_restricts_the_samples(payment):
+def test_metrics_are_evaluated_at_the_query_steps_as_prometheus_query_range_does(payment):
+    # start, start+step, ... <= end; each point holds the newest sample at or before it (5-minute lookback).
     result = payment.query_metrics(metric="db_pool_active_connections", start=NOW - timedelta(minutes=10))
     values = result["series"][0]["values"]
-    assert len(values) == 10
-    assert all(t >= (NOW - timedelta(minutes=10)).timestamp() for t, _ in values)
+    start = int((NOW - timedelta(minutes=10)).timestamp())
+    assert [t for t, _ in values] == list(range(start, int(NOW.timestamp()) + 1, 60))
 
 
 def test_stats_and_description_are_deterministic(payment):
     series = payment.query_metrics(metric="db_pool_active_connections")["series"][0]
     assert series["description"] == (
         'db_pool_active_connections{pool="HikariPool-1",service="payment-service"} '
-        "max 50 at 2026-11-29T10:05:00Z, baseline 12, last 50"
+        "max 50 at 2026-11-29T10:05:37Z, baseline 12, last 50"
     )
     assert series["stats"]["max"] == 50 and series["stats"]["last"] == 50 and series["stats"]["baseline"] == 12
     again = DemoBackend([scenario_dir("payment-db-pool-exhaustion")], now=NOW)
@@ -347,7 +348,10 @@ def test_invalid_log_arguments_raise_backend_error_naming_the_argument(payment, 
 
 @pytest.mark.parametrize("kwargs, argument", [
     ({}, "query"),
-    ({"query": "rate(http_error_ratio[5m])"}, "query"),
+    ({"query": "topk(3, http_error_ratio)"}, "query"),
+    ({"query": "http_error_ratio / 2"}, "query"),
+    ({"query": "http_error_ratio[5m]"}, "query"),
+    ({"query": "rate(http_error_ratio[5m])", "metric": "http_error_ratio"}, "metric"),
     ({"query": 'http_error_ratio{service="x"'}, "query"),
     ({"query": "http_error_ratio{service=x}"}, "query"),
     ({"query": '{service=~"("}'}, "query"),
