@@ -130,6 +130,13 @@ def load_ground_truth(path: Path | str) -> dict[str, Any]:
         items = truth.get(key)
         _require(isinstance(items, list) and items and all(isinstance(i, str) and i for i in items),
                  file, f"'{key}' must be a non-empty list of strings")
+    for i, spec in enumerate(truth.get("anomalous_metrics") or []):
+        _require(isinstance(spec, dict) and all(isinstance(spec.get(k), str) and spec[k] for k in ("metric", "service"))
+                 and spec.get("direction") in ("up", "down", "change"), f"{file}: anomalous_metrics[{i}]",
+                 "needs 'metric', 'service' and 'direction' (up, down or change)")
+        _require(spec.get("query") is None or isinstance(spec["query"], str) and spec["query"].strip() != "",
+                 f"{file}: anomalous_metrics[{i}]", "'query' must be a PromQL expression (where a counter or "
+                 "histogram moves, e.g. histogram_quantile(0.99, sum by (le) (rate(x_bucket[5m]))))")
     return truth
 
 

@@ -35,6 +35,8 @@ TIMESTAMP_LAYOUTS: dict[str, tuple[Callable[[datetime], str], str, str]] = {
                  "Logback/Log4j default, Spring Boot 2"),
     "python": (lambda t: t.strftime("%Y-%m-%d %H:%M:%S,") + _ms(t), "2026-11-29 10:02:03,042",
                "Python logging %(asctime)s"),
+    "gunicorn": (lambda t: t.strftime("%Y-%m-%d %H:%M:%S +0000"), "2026-11-29 10:02:03 +0000",
+                 "gunicorn error log"),
     "postgres": (lambda t: t.strftime("%Y-%m-%d %H:%M:%S.") + _ms(t) + " UTC", "2026-11-29 10:02:03.042 UTC",
                  "PostgreSQL log_line_prefix %m"),
     "nginx": (lambda t: f"{t.day:02d}/{_MONTHS[t.month - 1]}/{t.year}:{t:%H:%M:%S} +0000",

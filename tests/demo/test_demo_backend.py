@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from datetime import datetime, timedelta, timezone
 
 import pytest
@@ -220,7 +221,7 @@ def test_metrics_have_the_architecture_shape_with_prometheus_style_values(paymen
 def test_metrics_by_name_return_that_metric_for_every_service(world):
     result = world.query_metrics(query="http_error_ratio")
     services = {s["labels"]["service"] for s in result["series"]}
-    assert {"payment-service", "checkout-service", "cart-service", "catalog-service"} <= services
+    assert {"payment-gateway", "checkout-service", "cart-service", "catalog-service"} <= services
     assert {s["labels"]["__name__"] for s in result["series"]} == {"http_error_ratio"}
 
 
@@ -274,9 +275,12 @@ def test_stats_and_description_are_deterministic(payment):
 
 
 def test_the_description_quotes_fractions_compactly(payment):
-    series = payment.query_metrics(query='http_error_ratio{service="payment-service"}')["series"][0]
-    assert series["description"].startswith('http_error_ratio{service="payment-service"} max 0.4')
-    assert ", baseline 0.002" in series["description"]
+    series = payment.query_metrics(query='http_error_ratio{service="payment-gateway"}')["series"][0]
+    assert series["description"].startswith('http_error_ratio{service="payment-gateway"} max 0.00')
+    assert ", baseline 0.003" in series["description"]
+    (p99,) = payment.query_metrics(query="histogram_quantile(0.99, sum by (le) (rate("
+                                         "http_server_requests_seconds_bucket[5m])))")["series"]
+    assert re.fullmatch(r"\{\} max 30 at \S+, baseline 0\.24\d{4}, last \d+\.\d{1,4}", p99["description"])
 
 
 @pytest.mark.parametrize("path", [d for d in SCENARIO_DIRS if load_ground_truth(d)["anomalous_metrics"]],
@@ -288,7 +292,8 @@ def test_the_anomaly_extreme_falls_in_the_incident_window(path):
     start = NOW + timedelta(seconds=window["start_offset_seconds"])
     end = NOW + timedelta(seconds=window["end_offset_seconds"])
     for spec in truth["anomalous_metrics"]:
-        (series,) = backend.query_metrics(metric=spec["metric"], service=spec["service"])["series"][:1]
+        query = {"query": spec["query"]} if "query" in spec else {"metric": spec["metric"], "service": spec["service"]}
+        (series,) = backend.query_metrics(**query)["series"][:1]
         at = series["stats"]["min_at"] if spec["direction"] == "down" else series["stats"]["max_at"]
         assert start <= iso(at) <= end, (spec, at)
 

@@ -196,6 +196,7 @@ _LEVEL_ALIASES = {
     "error": "ERROR", "err": "ERROR", "eror": "ERROR",
     "fatal": "FATAL", "critical": "CRITICAL", "crit": "CRITICAL",
     "panic": "PANIC", "emerg": "FATAL", "emergency": "FATAL", "alert": "CRITICAL",
+    "note": "INFO", "system": "INFO",  # MySQL 8 error log: [System] [Note] [Warning] [ERROR]
 }
 SERVED_LEVELS = ("TRACE", "DEBUG", "INFO", "WARN", "ERROR", "CRITICAL", "FATAL", "PANIC", "UNKNOWN")
 _LEVEL_KV_RE = re.compile(
@@ -206,6 +207,9 @@ _LEVEL_KV_RE = re.compile(
 _LEVEL_WORD_RE = re.compile(
     r"(?<![A-Za-z0-9_])(TRACE|DEBUG|INFO|NOTICE|WARN|WARNING|ERROR|ERR|FATAL|CRITICAL|CRIT|PANIC)(?![A-Za-z0-9_])"
 )
+# A level in square brackets, any case: nginx "[error]", MySQL "[Note]", gunicorn "[INFO]", and the like.
+_LEVEL_BRACKET_RE = re.compile(
+    r"\[(trace|debug|info|notice|note|system|warn|warning|error|err|crit|critical|alert|emerg|fatal|panic)\]", re.I)
 # glog/klog: "E1129 10:02:03.042000    1 main.go:42] ..." (Kubernetes components, Go services using klog).
 _GLOG_RE = re.compile(r"^([IWEF])\d{4} \d{2}:\d{2}:\d{2}\.\d{6}\b")
 _GLOG_LEVELS = {"I": "INFO", "W": "WARN", "E": "ERROR", "F": "FATAL"}
@@ -220,8 +224,8 @@ def normalise_level(raw: Any) -> str | None:
 
 def detect_level(labels: Mapping[str, str], line: str) -> str:
     """Level from a stream label (``level``, ``detected_level``, ``severity``, ``lvl``), else from the line
-    (a glog/klog prefix, a ``level=``/``"level":`` field, a level word in the first 200 characters),
-    else ``UNKNOWN``."""
+    (a glog/klog prefix, a ``level=``/``"level":`` field, a bracketed level such as nginx's ``[error]`` or
+    MySQL's ``[Note]``, an upper-case level word; the last two in the first 200 characters), else ``UNKNOWN``."""
     for key in ("level", "detected_level", "severity", "lvl"):
         level = normalise_level(labels.get(key))
         if level:
@@ -232,6 +236,9 @@ def detect_level(labels: Mapping[str, str], line: str) -> str:
     match = _LEVEL_KV_RE.search(line)
     if match and normalise_level(match.group(1)):
         return normalise_level(match.group(1))  # type: ignore[return-value]
+    match = _LEVEL_BRACKET_RE.search(line[:200])
+    if match:
+        return normalise_level(match.group(1)) or "UNKNOWN"
     match = _LEVEL_WORD_RE.search(line[:200])
     if match:
         return normalise_level(match.group(1)) or "UNKNOWN"
