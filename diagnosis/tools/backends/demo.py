@@ -1,22 +1,27 @@
 # size: the demo backend serves all five tools from scenario data, each answer shaped like the real one.
-"""The embedded telemetry backend: shipped incident scenarios served as logs, metrics and alerts.
+"""The embedded telemetry backend: scenario folders served as logs, metrics, alerts and Kubernetes state.
 
 Scenario times are relative (``offset_seconds``); at load they are shifted so that offset 0 is
-"now". Results follow docs/ARCHITECTURE.md exactly (plus a few documented extra fields).
+"now". Results follow docs/ARCHITECTURE.md exactly (plus a few documented extra fields); the
+scenario format is in diagnosis/demo/README.md.
 
 Logs: records are returned oldest-first; when more than ``limit`` match, the newest ``limit`` are
-kept (``total`` counts every match, ``truncated`` says some were dropped). ``query`` is a small
-line filter, case-insensitive, matched as substrings against ``"<service> <level> <message>"``:
-whitespace-separated words must all match (AND), ``"quoted phrases"`` match as one term, ``OR``
-(or ``|``) separates alternatives, and ``level:ERROR`` / ``level:WARN,ERROR`` filter by level.
+kept (``total`` counts every match, ``truncated`` says some were dropped). ``{ts:<layout>}``
+placeholders in a line are rendered from the record's served time; the served ``level`` is the
+record's own, normalised, or read from the line as the Loki backend reads it (``base.detect_level``).
+``query`` is a small line filter, case-insensitive, matched as substrings against
+``"<service> <level> <rendered line>"``: whitespace-separated words must all match (AND),
+``"quoted phrases"`` match as one term, ``OR`` (or ``|``) separates alternatives, and
+``level:ERROR`` / ``level:WARN,ERROR`` filter by the served level.
 
-Metrics: ``query`` is a metric name or a selector ``name{label="v", other!="w", x=~"re"}``;
-``metric`` and ``service`` add matchers. A larger ``step`` than the stored resolution keeps every
-k-th sample counted back from the newest. ``stats`` and ``description`` come from ``base.py``.
-Unlike the Prometheus backend, ``service`` is also applied when a ``query`` is given.
+Metrics: samples are held as Prometheus holds them (counters, histogram buckets, gaps) and ``query``
+is evaluated as Prometheus's ``query_range`` evaluates it (``promql.py``: a selector, or rate/irate/
+increase, sum/avg/min/max/count by/without and histogram_quantile). ``metric`` and ``service`` add
+matchers to a selector; unlike the Prometheus backend, ``service`` also applies to every selector of
+an expression. ``stats`` and ``description`` come from ``base.py``.
 
 Extra fields beyond the documented shapes: logs ``truncated`` (and ``note`` for an unknown
-service), metric stats ``min_at``. Stdlib only.
+service), metric stats ``min_at``.
 """
 
 from __future__ import annotations
