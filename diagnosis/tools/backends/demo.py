@@ -281,6 +281,7 @@ class DemoBackend:
         self._logs: list[_LogRecord] = []
         self._series: list[_Series] = []
         self._alerts: list[_Alert] = []
+        self._stored_cache: tuple[datetime, list[StoredSeries]] | None = None
         self._load()
 
     @property
@@ -378,6 +379,14 @@ class DemoBackend:
         if kind == "service":
             result["services"] = services
         return result
+
+    def _stored(self, now: datetime) -> list[StoredSeries]:
+        """Every series' samples at their times for this ``now`` (kept while ``now`` stays the same)."""
+        cached = self._stored_cache  # one tuple, replaced whole: safe to share between threads
+        if cached is None or cached[0] != now:
+            cached = (now, [s.stored(now) for s in self._series])
+            self._stored_cache = cached
+        return cached[1]
 
     def _namespaces(self) -> str:
         return ",".join(sorted({w["namespace"] for w in self._kubernetes}))
@@ -503,7 +512,7 @@ class DemoBackend:
         start_dt, end_dt = resolve_window(start, end, now=now)
         start_ms, end_ms = _unix_ms(start_dt), _unix_ms(end_dt)
         step_s = range_query_step(step, (end_ms - start_ms) / 1000)
-        stored = [s.stored(now) for s in self._series]
+        stored = self._stored(now)
         if expression is None:
             selector = _canonical_query(matchers)
             results = evaluate_range(selector, stored, start_ms=start_ms, end_ms=end_ms, step_ms=round(step_s * 1000))

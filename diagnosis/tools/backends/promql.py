@@ -21,7 +21,7 @@ from __future__ import annotations
 import bisect
 import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Callable, Iterable, Mapping, Sequence
 
@@ -58,9 +58,10 @@ class StoredSeries:
     labels: Mapping[str, str]
     times: tuple[int, ...]
     values: tuple[float, ...]
+    key: LabelKey = field(init=False, repr=False, compare=False)  # the sorted label pairs
 
-    def key(self) -> LabelKey:
-        return tuple(sorted(self.labels.items()))
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "key", tuple(sorted(self.labels.items())))
 
 
 def _error(message: str) -> BackendError:
@@ -134,7 +135,7 @@ class _Compiler:
         if all(_matches({}, [m]) for m in matchers):
             raise _error("a selector needs a metric name or a label matcher that does not match the empty string")
         chosen = [s for s in self.series if _matches(s.labels, matchers)]
-        return sorted(chosen, key=StoredSeries.key)  # Prometheus reads series in label order
+        return sorted(chosen, key=lambda s: s.key)  # Prometheus reads series in label order
 
     def compile(self, expr) -> Node:
         if isinstance(expr, promql_parser.ParenExpr):
@@ -158,7 +159,7 @@ class _Compiler:
             for s in chosen:
                 i = bisect.bisect_right(s.times, t) - 1
                 if i >= 0 and s.times[i] >= t - LOOKBACK_MS:
-                    out[s.key()] = s.values[i]
+                    out[s.key] = s.values[i]
             return out
 
         return at
@@ -186,7 +187,7 @@ class _Compiler:
                     points = list(zip(s.times[lo:hi], s.values[lo:hi]))
                     value = fn(points, t)
                     if value is not None:
-                        key = _drop_name(s.key())
+                        key = _drop_name(s.key)
                         if key in out:
                             raise _error("vector cannot contain metrics with the same labelset")
                         out[key] = value
@@ -401,7 +402,10 @@ def format_value(value: float) -> str:
         return "NaN"
     if math.isinf(value):
         return "+Inf" if value > 0 else "-Inf"
-    text = format(Decimal(repr(float(value))), "f")
+    text = repr(float(value))
+    if "e" not in text:  # repr is already the shortest round-trip form; only exponents need expanding
+        return text[:-2] if text.endswith(".0") else text
+    text = format(Decimal(text), "f")
     if "." in text:
         text = text.rstrip("0").rstrip(".")
     return text
