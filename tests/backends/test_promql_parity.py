@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from diagnosis.demo import load_scenario, shipped_scenarios
 from diagnosis.tools.backends.demo import DemoBackend
 from diagnosis.tools.backends.prometheus import PrometheusBackend
 from tests.backends.conftest import PROMETHEUS_BIN, _start_prometheus, _stop
@@ -77,11 +78,11 @@ def _world() -> list[dict]:
     return out
 
 
-def _openmetrics(world: list[dict]) -> str:
+def _openmetrics(world: list[dict]) -> str:  # every series once: the worlds share no label set
     """The scenario's samples at the times the demo backend serves them (newest on the last step boundary)."""
     now = int(NOW.timestamp())
     lines = []
-    for s in world:
+    for s in sorted(world, key=lambda s: s["labels"]["__name__"]):  # a metric's lines stay together
         labels = ",".join(f'{k}="{v}"' for k, v in sorted(s["labels"].items()) if k != "__name__")
         anchor = now - now % s["step_seconds"]
         n = len(s["values"])
@@ -91,20 +92,30 @@ def _openmetrics(world: list[dict]) -> str:
     return "\n".join(lines) + "\n# EOF\n"
 
 
+def _shipped_series() -> list[dict]:
+    return [series for path in shipped_scenarios() for series in load_scenario(path).series]
+
+
 @pytest.fixture(scope="module")
-def both(tmp_path_factory):
+def prometheus_with_both(tmp_path_factory):
+    """A real Prometheus holding the synthetic world's samples and every shipped scenario's."""
     world = _world()
     folder = write_scenario(tmp_path_factory.mktemp("parity") / "parity", series_list=world)
-    demo = DemoBackend([folder], now=NOW)
     workdir = tmp_path_factory.mktemp("prometheus-parity")
-    (workdir / "samples.om").write_text(_openmetrics(world), encoding="utf-8")
+    (workdir / "samples.om").write_text(_openmetrics(world + _shipped_series()), encoding="utf-8")
     subprocess.run([PROMTOOL_BIN, "tsdb", "create-blocks-from", "openmetrics", str(workdir / "samples.om"),
                     str(workdir / "data")], check=True, capture_output=True, timeout=120)
     proc, url, _ = _start_prometheus(workdir, args=("--storage.tsdb.retention.time=100y",))
     try:
-        yield demo, PrometheusBackend(url, timeout_seconds=10)
+        yield DemoBackend([folder], now=NOW), DemoBackend(now=NOW), PrometheusBackend(url, timeout_seconds=10)
     finally:
         _stop(proc)
+
+
+@pytest.fixture(scope="module")
+def both(prometheus_with_both):
+    synthetic, _, prometheus = prometheus_with_both
+    return synthetic, prometheus
 
 
 QUERIES = [
@@ -155,3 +166,24 @@ def test_the_demo_backend_answers_every_query_as_prometheus_does(both, query):
             # Same timestamps and the same value strings, digit for digit.
             mismatched = [(x, y) for x, y in zip(a["values"], b["values"]) if x != y]
             assert len(a["values"]) == len(b["values"]) and not mismatched, (query, step, a["labels"], mismatched[:3])
+
+
+SHIPPED_QUERIES = [
+    '{service="payment-service"}',
+    'histogram_quantile(0.99, sum by (le, service) (rate(http_server_requests_seconds_bucket[5m])))',
+    'sum by (service, status) (rate(http_server_requests_seconds_count[5m]))',
+    'histogram_quantile(0.5, sum by (le) (rate(flask_http_request_duration_seconds_bucket{service="invoice-renderer"}[5m])))',
+    'node_filesystem_avail_bytes',
+    'rate(node_disk_written_bytes_total[5m])',
+    'max by (service) (http_error_ratio)',
+]
+
+
+@pytest.mark.parametrize("query", SHIPPED_QUERIES)
+def test_the_shipped_scenarios_read_the_same_from_prometheus(prometheus_with_both, query):
+    _, shipped, prometheus = prometheus_with_both
+    start, end, step = WINDOWS[0]
+    ours = shipped.query_metrics(query=query, start=start, end=end, step=step)
+    theirs = prometheus.query_metrics(query=query, start=start, end=end, step=step)
+    assert ours["series"] and [s["labels"] for s in ours["series"]] == [s["labels"] for s in theirs["series"]]
+    assert [s["values"] for s in ours["series"]] == [s["values"] for s in theirs["series"]], query
