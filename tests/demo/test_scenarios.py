@@ -20,7 +20,7 @@ from diagnosis.demo import (
     shipped_scenarios,
 )
 from diagnosis.demo.loader import REQUIRED_FILES
-from diagnosis.tools.backends.base import format_timestamp, parse_time
+from diagnosis.tools.backends.base import SERVED_LEVELS, format_timestamp, parse_time
 from diagnosis.tools.backends.demo import DemoBackend
 
 SCENARIO_DIRS = shipped_scenarios()
@@ -106,6 +106,7 @@ def test_every_scenario_has_realistic_amounts_of_data(path):
     scenario = load_scenario(path)
     assert 40 <= len(scenario.logs) <= 150
     assert {r["level"] for r in _served(path)["logs"]} >= {"INFO"}
+    assert {r["level"] for r in _served(path)["logs"]} <= set(SERVED_LEVELS)
     assert max(r["offset_seconds"] for r in scenario.logs) >= -60  # the story reaches "now"
     for series in scenario.series:
         assert series["step_seconds"] == 60
