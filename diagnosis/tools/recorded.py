@@ -72,7 +72,7 @@ class Served:
 
 
 class RecordedBackend:
-    """Logs, metrics, alerts, Kubernetes and knowledge, all answered from one recorded run."""
+    """Logs, metrics, alerts, Kubernetes, traces, changes and knowledge, all answered from one recorded run."""
 
     def __init__(self, calls: Iterable[RecordedCall], *, live: Backends | None = None):
         self._queues: dict[str, deque[RecordedCall]] = defaultdict(deque)
@@ -123,6 +123,22 @@ class RecordedBackend:
 
         return self._serve("query_kubernetes", args, live)
 
+    def query_traces(self, **args) -> Any:
+        def live():
+            if self.live.traces is None:
+                raise BackendError("no traces backend is configured (TRACES_BACKEND)", backend="traces")
+            return self.live.traces.query_traces(**args)
+
+        return self._serve("query_traces", args, live)
+
+    def query_changes(self, **args) -> Any:
+        def live():
+            if self.live.changes is None:
+                raise BackendError("no changes backend is configured (CHANGES_BACKEND)", backend="changes")
+            return self.live.changes.query_changes(**args)
+
+        return self._serve("query_changes", args, live)
+
     def search(self, *, query: str, top_k: int, exclude_chunk_ids: set[str]) -> list[dict[str, Any]]:
         def live():
             return {"results": self.live.knowledge.search(query=query, top_k=top_k, exclude_chunk_ids=exclude_chunk_ids)}
@@ -132,4 +148,4 @@ class RecordedBackend:
         return list(results) if isinstance(results, list) else []
 
     def backends(self) -> Backends:
-        return Backends(logs=self, metrics=self, alerts=self, knowledge=self, kubernetes=self)
+        return Backends(logs=self, metrics=self, alerts=self, knowledge=self, kubernetes=self, traces=self, changes=self)
