@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import json
 import math
 import re
 from dataclasses import dataclass, field
@@ -176,11 +177,13 @@ def _percentile(sorted_values: list[int], p: float) -> int:
 
 
 def _attribute_value(value: Any) -> Any:
-    if isinstance(value, str) and len(value) > MAX_ATTRIBUTE_CHARS:
-        return value[:MAX_ATTRIBUTE_CHARS] + "…"
+    """Strings cut at ``MAX_ATTRIBUTE_CHARS``; arrays of scalars kept (bounded); maps as compact JSON text."""
+    if isinstance(value, str):
+        return value if len(value) <= MAX_ATTRIBUTE_CHARS else value[:MAX_ATTRIBUTE_CHARS] + "…"
+    if isinstance(value, list) and all(not isinstance(v, (list, dict)) for v in value):
+        return [_attribute_value(v) for v in value[:MAX_ATTRIBUTES]]
     if isinstance(value, (list, dict)):
-        text = str(value)
-        return text if len(text) <= MAX_ATTRIBUTE_CHARS else text[:MAX_ATTRIBUTE_CHARS] + "…"
+        return _attribute_value(json.dumps(value, ensure_ascii=False, sort_keys=True, default=str))
     return value
 
 
