@@ -213,6 +213,7 @@ TRACES_BACKEND = env_choice("TRACES_BACKEND", "demo", ("demo", "tempo", "jaeger"
 TEMPO_URL = env_url("TEMPO_URL", None)
 TEMPO_TENANT = env_str("TEMPO_TENANT")
 JAEGER_URL = env_url("JAEGER_URL", None)
+JAEGER_API = env_choice("JAEGER_API", "internal", ("internal", "v3"))  # v3: Jaeger releases without /api/traces
 if TRACES_BACKEND == "tempo" and not TEMPO_URL:
     raise ImproperlyConfigured("TEMPO_URL is required when TRACES_BACKEND=tempo.")
 if TRACES_BACKEND == "jaeger" and not JAEGER_URL:

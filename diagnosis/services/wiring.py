@@ -102,7 +102,7 @@ def traces_backend():
     if settings.TRACES_BACKEND == "tempo":
         return TempoBackend(settings.TEMPO_URL, timeout_seconds=timeout, tenant=settings.TEMPO_TENANT)
     if settings.TRACES_BACKEND == "jaeger":
-        return JaegerBackend(settings.JAEGER_URL, timeout_seconds=timeout)
+        return JaegerBackend(settings.JAEGER_URL, api=settings.JAEGER_API, timeout_seconds=timeout)
     return demo_backend()
 
 

@@ -16,7 +16,7 @@ from typing import Any, Iterable, Protocol
 
 from diagnosis.redaction import redact_value
 from diagnosis.tools.backends.base import BackendError
-from diagnosis.tools.registry import TOOL_SCHEMAS, Backends
+from diagnosis.tools.registry import TOOL_SCHEMAS, Backends, call_optional_backend
 
 RECORDED, NOT_IN_RECORDING, LIVE_FALLBACK = "recorded", "not_in_recording", "live_fallback"
 
@@ -116,28 +116,13 @@ class RecordedBackend:
         return self._serve("query_alerts", {}, lambda: self.live.alerts.query_alerts())
 
     def query_kubernetes(self, **args) -> Any:
-        def live():
-            if self.live.kubernetes is None:
-                raise BackendError("no Kubernetes backend is configured (KUBERNETES_BACKEND)", backend="kubernetes")
-            return self.live.kubernetes.query_kubernetes(**args)
-
-        return self._serve("query_kubernetes", args, live)
+        return self._serve("query_kubernetes", args, lambda: call_optional_backend(self.live, "query_kubernetes", args))
 
     def query_traces(self, **args) -> Any:
-        def live():
-            if self.live.traces is None:
-                raise BackendError("no traces backend is configured (TRACES_BACKEND)", backend="traces")
-            return self.live.traces.query_traces(**args)
-
-        return self._serve("query_traces", args, live)
+        return self._serve("query_traces", args, lambda: call_optional_backend(self.live, "query_traces", args))
 
     def query_changes(self, **args) -> Any:
-        def live():
-            if self.live.changes is None:
-                raise BackendError("no changes backend is configured (CHANGES_BACKEND)", backend="changes")
-            return self.live.changes.query_changes(**args)
-
-        return self._serve("query_changes", args, live)
+        return self._serve("query_changes", args, lambda: call_optional_backend(self.live, "query_changes", args))
 
     def search(self, *, query: str, top_k: int, exclude_chunk_ids: set[str]) -> list[dict[str, Any]]:
         def live():

@@ -174,6 +174,23 @@ class Backends:
     changes: Any = None  # a backend with ``query_changes`` (kubernetes + helm + argocd, demo); None: "not configured"
 
 
+# Tools whose backend may be absent: tool -> (Backends attribute, what it is called, the setting that configures it).
+OPTIONAL_BACKENDS = {
+    "query_kubernetes": ("kubernetes", "Kubernetes", "KUBERNETES_BACKEND"),
+    "query_traces": ("traces", "traces", "TRACES_BACKEND"),
+    "query_changes": ("changes", "changes", "CHANGES_BACKEND"),
+}
+
+
+def call_optional_backend(backends: Backends, tool: str, args: dict[str, Any]) -> Any:
+    """``tool`` on its backend, or a BackendError saying which setting configures it."""
+    attribute, label, setting = OPTIONAL_BACKENDS[tool]
+    backend = getattr(backends, attribute)
+    if backend is None:
+        raise BackendError(f"no {label} backend is configured ({setting})", backend=attribute)
+    return getattr(backend, tool)(**args)
+
+
 class ToolArgumentError(ValueError):
     def __init__(self, argument: str, message: str):
         super().__init__(f"{argument}: {message}")
@@ -297,18 +314,8 @@ class ToolBox:
             return b.metrics.query_metrics(**args), None
         if name == "query_alerts":
             return b.alerts.query_alerts(), None
-        if name == "query_kubernetes":
-            if b.kubernetes is None:
-                raise BackendError("no Kubernetes backend is configured (KUBERNETES_BACKEND)", backend="kubernetes")
-            return b.kubernetes.query_kubernetes(**args), None
-        if name == "query_traces":
-            if b.traces is None:
-                raise BackendError("no traces backend is configured (TRACES_BACKEND)", backend="traces")
-            return b.traces.query_traces(**args), None
-        if name == "query_changes":
-            if b.changes is None:
-                raise BackendError("no changes backend is configured (CHANGES_BACKEND)", backend="changes")
-            return b.changes.query_changes(**args), None
+        if name in OPTIONAL_BACKENDS:
+            return call_optional_backend(b, name, args), None
         top_k = args.get("top_k", 3)
         results = b.knowledge.search(query=args["query"], top_k=top_k, exclude_chunk_ids=set(self.seen_chunk_ids))
         self.seen_chunk_ids.update(r["chunk_id"] for r in results)

@@ -82,3 +82,36 @@ def test_search_results_are_the_same_shape_for_every_backend(http_server):
     assert set(result) == {"backend", "service", "start", "end", "traces_examined", "traces_matched", "traces",
                            "edges", "spans", "omitted_spans"}
     json.dumps(result)  # plain JSON
+
+
+def test_api_v3_reads_otlp_json_documents_and_filters_errors_itself(http_server):
+    http_server.respond_with_recording("/api/v3/traces", "jaeger_v3_traces.json")
+    backend = JaegerBackend(http_server.url, api="v3")
+    result = backend.query_traces(service="checkout", operation="POST /orders", start=START, end=END, limit=10)
+    [request] = http_server.requests
+    assert request["params"] == {"query.service_name": "checkout", "query.start_time_min": "2026-11-30T10:00:00Z",
+                                 "query.start_time_max": "2026-11-30T10:30:00Z", "query.search_depth": "10",
+                                 "query.operation_name": "POST /orders"}
+    # Two chunks, one document each: both traces are read.
+    assert result["traces_matched"] == 2 and {t["trace_id"] for t in result["traces"]} == {
+        A, "0a1c9e0b7d3f42e8a6b4c2d0e8f6a4b3"}
+    edges = {(e["caller"], e["callee"]): e for e in result["edges"]}
+    assert (edges[("checkout", "payments")]["calls"], edges[("checkout", "payments")]["errors"]) == (2, 1)
+    errors_only = backend.query_traces(service="checkout", status="error", start=START, end=END)
+    assert [t["trace_id"] for t in errors_only["traces"]] == [A]
+    slow = backend.query_traces(service="checkout", min_duration="250ms", start=START, end=END)
+    assert http_server.requests[-1]["params"]["query.duration_min"] == "250ms"
+    assert [t["trace_id"] for t in slow["traces"]] == [A]
+
+
+def test_api_v3_by_id_and_its_not_found_answers(http_server):
+    http_server.respond_with_recording(f"/api/v3/traces/{A}", "jaeger_v3_trace.json")
+    backend = JaegerBackend(http_server.url, api="v3")
+    assert len(backend.query_traces(trace_id=A)["spans"]) == 4
+    http_server.respond_with_recording("/api/v3/traces/00000000000000000000000000000bad", "jaeger_v3_not_found.json",
+                                       status=404)
+    with pytest.raises(BackendError, match="^trace_id: trace 0+bad not found"):
+        backend.query_traces(trace_id="bad")
+    http_server.respond_with_recording("/api/v3/traces", "jaeger_v3_not_found.json", status=404)
+    empty = backend.query_traces(service="checkout", start=START, end=END)
+    assert empty["traces"] == [] and empty["traces_matched"] == 0

@@ -12,7 +12,7 @@ from django.core.exceptions import ImproperlyConfigured
 from config import env
 
 SETTINGS = str(Path(__file__).resolve().parents[2] / "config" / "settings.py")
-OURS = ("TRACES_BACKEND", "TEMPO_URL", "TEMPO_TENANT", "JAEGER_URL", "CHANGES_BACKEND", "CHANGES_SOURCES",
+OURS = ("TRACES_BACKEND", "TEMPO_URL", "TEMPO_TENANT", "JAEGER_URL", "JAEGER_API", "CHANGES_BACKEND", "CHANGES_SOURCES",
         "HELM_DRIVER", "ARGOCD_URL", "ARGOCD_TOKEN", "ARGOCD_APP_NAMESPACE")
 
 
@@ -40,6 +40,7 @@ def test_tempo_jaeger_and_the_change_sources_are_read(monkeypatch):
     assert s["CHANGES_SOURCES"] == ["rollout", "config", "secret", "helm", "argocd"]  # argocd once it has a URL
     s = load(monkeypatch, TRACES_BACKEND="jaeger", JAEGER_URL="http://jaeger-query:16686", CHANGES_SOURCES="rollout,helm")
     assert s["JAEGER_URL"] == "http://jaeger-query:16686" and s["CHANGES_SOURCES"] == ["rollout", "helm"]
+    assert s["JAEGER_API"] == "internal" and load(monkeypatch, JAEGER_API="v3")["JAEGER_API"] == "v3"
 
 
 @pytest.mark.parametrize("values, fragment", [
@@ -52,6 +53,7 @@ def test_tempo_jaeger_and_the_change_sources_are_read(monkeypatch):
     ({"CHANGES_SOURCES": "rollout,,helm"}, "CHANGES_SOURCES='rollout,,helm' has an empty entry"),
     ({"CHANGES_SOURCES": "helm,helm"}, "names an entry twice"),
     ({"HELM_DRIVER": "sql"}, "HELM_DRIVER='sql' is not supported"),
+    ({"JAEGER_API": "v2"}, "JAEGER_API='v2' is not supported; use one of: internal, v3"),
     ({"CHANGES_BACKEND": "kubernetes", "CHANGES_SOURCES": "argocd"}, "ARGOCD_URL and ARGOCD_TOKEN are required"),
 ])
 def test_a_bad_value_stops_start_up_naming_the_variable(monkeypatch, values, fragment):

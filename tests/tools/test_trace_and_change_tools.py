@@ -13,19 +13,11 @@ from diagnosis.tools.backends.tempo import TempoBackend
 from diagnosis.tools.recorded import NOT_IN_RECORDING, RECORDED, RecordedBackend, RecordedCall
 from diagnosis.tools.registry import ALLOWED_TOOLS, ERROR, SUCCESS, Backends, ToolBox, openai_tool_specs
 from tests.backends.conftest import RecordingServer
+from tests.tools.test_registry import Recorder
 
 NOW = datetime(2026, 11, 30, 11, 0, tzinfo=timezone.utc)
 A = "5a1c9e0b7d3f42e8a6b4c2d0e8f6a4b2"
 B = "0a1c9e0b7d3f42e8a6b4c2d0e8f6a4b3"
-
-
-class Recorder:
-    def __init__(self):
-        self.rows = []
-
-    def record(self, **row):
-        self.rows.append(row)
-        return f"inv-{len(self.rows):08x}"
 
 
 def toolbox(world, **kwargs):
