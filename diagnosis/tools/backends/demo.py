@@ -1,5 +1,6 @@
-# size: the demo backend serves all five tools from scenario data, each answer shaped like the real one.
-"""The embedded telemetry backend: scenario folders served as logs, metrics, alerts and Kubernetes state.
+# size: the demo backend serves every telemetry tool from scenario data, each answer shaped like the real one.
+"""The embedded telemetry backend: scenario folders served as logs, metrics, alerts, Kubernetes state,
+traces and changes.
 
 Scenario times are relative (``offset_seconds``); at load they are shifted so that offset 0 is
 "now". Results follow docs/ARCHITECTURE.md exactly (plus a few documented extra fields); the
@@ -48,6 +49,8 @@ from diagnosis.tools.backends.base import (
     resolve_window,
     series_stats,
 )
+from diagnosis.tools.backends.demo_changes import DemoChanges
+from diagnosis.tools.backends.demo_traces import DemoTraces
 from diagnosis.tools.backends.promql import (
     StoredSeries,
     evaluate_range,
@@ -282,6 +285,7 @@ class DemoBackend:
         self._series: list[_Series] = []
         self._alerts: list[_Alert] = []
         self._stored_cache: tuple[datetime, list[StoredSeries]] | None = None
+        self._traces = None  # expanded on the first query_traces
         self._load()
 
     @property
@@ -390,6 +394,16 @@ class DemoBackend:
 
     def _namespaces(self) -> str:
         return ",".join(sorted({w["namespace"] for w in self._kubernetes}))
+
+    # --- query_traces and query_changes: traces.json and changes.json (demo_traces.py, demo_changes.py) ---
+
+    def query_traces(self, **args: Any) -> dict[str, Any]:
+        if self._traces is None:
+            self._traces = DemoTraces(self.scenarios)
+        return self._traces.query_traces(now=self.now, **args)
+
+    def query_changes(self, **args: Any) -> dict[str, Any]:
+        return DemoChanges(self.scenarios).query_changes(now=self.now, **args)
 
     @classmethod
     def _shift(cls, value: Any, now: datetime) -> Any:
