@@ -64,12 +64,14 @@ TOOL_SCHEMAS: dict[str, dict[str, Any]] = {
     },
     "query_kubernetes": {
         "description": "Kubernetes events plus pod and container status (state, last state, reason, exit code, "
-                       "restart count, image) of a workload or pod, by name or label selector. Read-only.",
+                       "restart count, image, pod IP) of a workload or pod, by name or label selector; kind 'service' "
+                       "returns Services with their cluster IP, ports and endpoint pod IPs (every Service of the "
+                       "namespace when no name is given), to tell which service an address belongs to. Read-only.",
         "parameters": {
             "type": "object",
             "properties": {
                 "namespace": {"type": "string", "description": "Default: the configured namespace."},
-                "kind": {"type": "string", "description": "pod, deployment, statefulset, daemonset, job, cronjob …; default pod."},
+                "kind": {"type": "string", "description": "pod, deployment, statefulset, daemonset, job, cronjob, service …; default pod."},
                 "name": {"type": "string", "description": "The object's name (a workload name matches its pods)."},
                 "selector": {"type": "string", "description": "A label selector such as app=checkout."},
             },
@@ -227,7 +229,8 @@ def _check_arguments(name: str, arguments: Any) -> dict[str, Any]:
         elif "enum" in props[key] and value not in props[key]["enum"]:
             raise ToolArgumentError(key, f"must be one of {', '.join(props[key]['enum'])}, got {value!r}")
         clean[key] = value
-    if name == "query_kubernetes" and not (clean.get("name") or clean.get("selector")):
+    if name == "query_kubernetes" and not (clean.get("name") or clean.get("selector")
+                                           or str(clean.get("kind", "")).strip().lower() == "service"):
         raise ToolArgumentError("name", "give a name or a label selector (e.g. app=checkout)")
     if name == "query_metrics" and not (clean.get("query") or clean.get("metric") or clean.get("service")):
         raise ToolArgumentError("query", "give a query, or a metric and/or a service")

@@ -175,6 +175,15 @@ def test_a_silent_loki_times_out_as_a_backend_error(silent_port):
         ({}, "ts=1 lvl=ERR msg=boom", "ERROR"),
         ({}, "[FATAL] out of memory", "FATAL"),
         ({}, "an error happened", "UNKNOWN"),
+        ({}, "E1129 10:02:03.042000       1 reflector.go:138] failed to list *v1.Pod", "ERROR"),
+        ({}, "W1129 10:02:03.042000       1 warnings.go:70] unknown field", "WARN"),
+        ({}, "2026/11/29 10:02:03 [error] 29#29: *20320 upstream timed out", "ERROR"),
+        ({}, "2026-11-29T10:02:03.042000Z 7674 [Note] [MY-010914] [Server] Aborted connection", "INFO"),
+        ({}, "2026-11-29T10:02:03.042000Z 0 [Warning] [MY-010055] [Server] IP address could not be resolved", "WARN"),
+        ({}, "[2026-11-29 10:02:03 +0000] [7] [CRITICAL] WORKER TIMEOUT (pid:8)", "CRITICAL"),
+        ({}, '10.0.4.50 - - [29/Nov/2026:10:02:03 +0000] "POST /api/orders HTTP/1.1" 504 694', "UNKNOWN"),
+        ({"level": "notice"}, "anything", "INFO"),
+        ({"level": "panic"}, "anything", "PANIC"),
     ],
 )
 def test_the_level_comes_from_labels_then_the_line_else_unknown(labels, line, level):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from datetime import datetime, timedelta, timezone
 
 import pytest
@@ -220,7 +221,7 @@ def test_metrics_have_the_architecture_shape_with_prometheus_style_values(paymen
 def test_metrics_by_name_return_that_metric_for_every_service(world):
     result = world.query_metrics(query="http_error_ratio")
     services = {s["labels"]["service"] for s in result["series"]}
-    assert {"payment-service", "checkout-service", "cart-service", "catalog-service"} <= services
+    assert {"payment-gateway", "checkout-service", "cart-service", "catalog-service"} <= services
     assert {s["labels"]["__name__"] for s in result["series"]} == {"http_error_ratio"}
 
 
@@ -253,18 +254,19 @@ def test_a_larger_step_keeps_every_kth_sample_counted_back_from_the_newest(payme
     assert len(values) == 12 and values[-1] == full[-1] and values == full[4::5]
 
 
-def test_metrics_window_restricts_the_samples(payment):
+def test_metrics_are_evaluated_at_the_query_steps_as_prometheus_query_range_does(payment):
+    # start, start+step, ... <= end; each point holds the newest sample at or before it (5-minute lookback).
     result = payment.query_metrics(metric="db_pool_active_connections", start=NOW - timedelta(minutes=10))
     values = result["series"][0]["values"]
-    assert len(values) == 10
-    assert all(t >= (NOW - timedelta(minutes=10)).timestamp() for t, _ in values)
+    start = int((NOW - timedelta(minutes=10)).timestamp())
+    assert [t for t, _ in values] == list(range(start, int(NOW.timestamp()) + 1, 60))
 
 
 def test_stats_and_description_are_deterministic(payment):
     series = payment.query_metrics(metric="db_pool_active_connections")["series"][0]
     assert series["description"] == (
         'db_pool_active_connections{pool="HikariPool-1",service="payment-service"} '
-        "max 50 at 2026-11-29T10:05:00Z, baseline 12, last 50"
+        "max 50 at 2026-11-29T10:05:37Z, baseline 12, last 50"
     )
     assert series["stats"]["max"] == 50 and series["stats"]["last"] == 50 and series["stats"]["baseline"] == 12
     again = DemoBackend([scenario_dir("payment-db-pool-exhaustion")], now=NOW)
@@ -273,9 +275,12 @@ def test_stats_and_description_are_deterministic(payment):
 
 
 def test_the_description_quotes_fractions_compactly(payment):
-    series = payment.query_metrics(query='http_error_ratio{service="payment-service"}')["series"][0]
-    assert series["description"].startswith('http_error_ratio{service="payment-service"} max 0.4')
-    assert ", baseline 0.002" in series["description"]
+    series = payment.query_metrics(query='http_error_ratio{service="payment-gateway"}')["series"][0]
+    assert series["description"].startswith('http_error_ratio{service="payment-gateway"} max 0.00')
+    assert ", baseline 0.003" in series["description"]
+    (p99,) = payment.query_metrics(query="histogram_quantile(0.99, sum by (le) (rate("
+                                         "http_server_requests_seconds_bucket[5m])))")["series"]
+    assert re.fullmatch(r"\{\} max 30 at \S+, baseline 0\.24\d{4}, last \d+\.\d{1,4}", p99["description"])
 
 
 @pytest.mark.parametrize("path", [d for d in SCENARIO_DIRS if load_ground_truth(d)["anomalous_metrics"]],
@@ -287,7 +292,8 @@ def test_the_anomaly_extreme_falls_in_the_incident_window(path):
     start = NOW + timedelta(seconds=window["start_offset_seconds"])
     end = NOW + timedelta(seconds=window["end_offset_seconds"])
     for spec in truth["anomalous_metrics"]:
-        (series,) = backend.query_metrics(metric=spec["metric"], service=spec["service"])["series"][:1]
+        query = {"query": spec["query"]} if "query" in spec else {"metric": spec["metric"], "service": spec["service"]}
+        (series,) = backend.query_metrics(**query)["series"][:1]
         at = series["stats"]["min_at"] if spec["direction"] == "down" else series["stats"]["max_at"]
         assert start <= iso(at) <= end, (spec, at)
 
@@ -347,7 +353,10 @@ def test_invalid_log_arguments_raise_backend_error_naming_the_argument(payment, 
 
 @pytest.mark.parametrize("kwargs, argument", [
     ({}, "query"),
-    ({"query": "rate(http_error_ratio[5m])"}, "query"),
+    ({"query": "topk(3, http_error_ratio)"}, "query"),
+    ({"query": "http_error_ratio / 2"}, "query"),
+    ({"query": "http_error_ratio[5m]"}, "query"),
+    ({"query": "rate(http_error_ratio[5m])", "metric": "http_error_ratio"}, "metric"),
     ({"query": 'http_error_ratio{service="x"'}, "query"),
     ({"query": "http_error_ratio{service=x}"}, "query"),
     ({"query": '{service=~"("}'}, "query"),

@@ -8,12 +8,14 @@ and then on the root-cause service.
 from __future__ import annotations
 
 import json
+import math
 import statistics
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 
 import pytest
 
 from diagnosis.demo import ScenarioError, load_scenario, shipped_scenarios
+from diagnosis.tools.backends.base import parse_time
 from diagnosis.tools.backends.demo import DemoBackend
 from diagnosis.tools.backends.demo_traces import DemoTraces
 
@@ -26,8 +28,12 @@ HOUR = 3600
 
 
 def _onset(scenario) -> int:
-    """The first WARN/ERROR log line: when the incident shows."""
-    return min(r["offset_seconds"] for r in scenario.logs if r["level"] in ("WARN", "ERROR", "FATAL"))
+    """The first WARN/ERROR log line as served (a record without a level is read from its line): when the
+    incident shows, in seconds before now."""
+    served = DemoBackend([scenario.path], now=NOW).query_logs(limit=1000, start=NOW - timedelta(hours=3), end=NOW)
+    first = min(parse_time(r["timestamp"], argument="t") for r in served["records"]
+                if r["level"] in ("WARN", "ERROR", "CRITICAL", "FATAL", "PANIC"))
+    return math.floor((first - NOW).total_seconds())
 
 
 def _involved(spans, service):

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import re
 import statistics
+from datetime import datetime, timedelta, timezone
+from functools import lru_cache
 
 import pytest
 
@@ -18,6 +20,8 @@ from diagnosis.demo import (
     shipped_scenarios,
 )
 from diagnosis.demo.loader import REQUIRED_FILES
+from diagnosis.tools.backends.base import SERVED_LEVELS, format_timestamp, parse_time
+from diagnosis.tools.backends.demo import DemoBackend
 
 SCENARIO_DIRS = shipped_scenarios()
 IDS = [d.name for d in SCENARIO_DIRS]
@@ -34,22 +38,48 @@ EXPECTED = {
 }
 
 
+NOW = datetime(2026, 11, 29, 10, 20, 37, tzinfo=timezone.utc)
+WHOLE = {"start": NOW - timedelta(hours=3), "end": NOW}
+
+
+@lru_cache(maxsize=None)
+def _served(path) -> dict:
+    """What the tools serve for one scenario: every log record, series, alert and Kubernetes object."""
+    backend = DemoBackend([path], now=NOW)
+    scenario = backend.scenarios[0]
+    logs = backend.query_logs(limit=1000, **WHOLE)["records"]
+    series = backend.query_metrics(query='{__name__=~".+"}', **WHOLE)["series"]
+    world = scenario.kubernetes
+    kubernetes = []
+    if world:
+        kubernetes.append(backend.query_kubernetes(kind="service"))
+        for pod in world["pods"]:
+            kubernetes.append(backend.query_kubernetes(kind="pod", name=pod["name"]))
+        for event in world["events"]:
+            kind, _, name = event["object"].rpartition("/")
+            kubernetes.append(backend.query_kubernetes(kind=kind or "pod", name=name))
+    return {"logs": logs, "series": series, "alerts": backend.query_alerts()["alerts"], "kubernetes": kubernetes}
+
+
 def _evidence_corpus(scenario) -> list[str]:
-    texts = [r["message"] for r in scenario.logs]
-    for alert in scenario.alerts:
+    served = _served(scenario.path)
+    texts = [r["message"] for r in served["logs"]]
+    for alert in served["alerts"]:
         texts += list(alert["labels"].values()) + list(alert["annotations"].values())
-    for series in scenario.series:
+    for series in served["series"]:
         texts += list(series["labels"].values())
-    texts += [e["message"] for e in scenario.kubernetes.get("events", [])]
-    for pod in scenario.kubernetes.get("pods", []):
-        for c in pod.get("containers", []):
-            for state in (c.get("state"), c.get("lastState")):
-                texts += [str(v) for v in (state or {}).values()]
+    for result in served["kubernetes"]:
+        texts += [e["message"] for e in result["events"]]
+        for pod in result["pods"]:
+            for c in pod.get("containers", []):
+                for state in (c.get("state"), c.get("lastState")):
+                    texts += [str(v) for v in (state or {}).values()]
     return texts
 
 
 def _data_services(scenario) -> set[str]:
-    names = {r["service"] for r in scenario.logs} | {s["labels"]["service"] for s in scenario.series}
+    names = {r["service"] for r in scenario.logs} | {s["labels"]["service"] for s in scenario.series
+                                                      if "service" in s["labels"]}
     return names | {a["labels"]["service"] for a in scenario.alerts}
 
 
@@ -75,7 +105,8 @@ def test_every_scenario_folder_has_all_files_as_valid_json(path):
 def test_every_scenario_has_realistic_amounts_of_data(path):
     scenario = load_scenario(path)
     assert 40 <= len(scenario.logs) <= 150
-    assert {r["level"] for r in scenario.logs} >= {"INFO"}
+    assert {r["level"] for r in _served(path)["logs"]} >= {"INFO"}
+    assert {r["level"] for r in _served(path)["logs"]} <= set(SERVED_LEVELS)
     assert max(r["offset_seconds"] for r in scenario.logs) >= -60  # the story reaches "now"
     for series in scenario.series:
         assert series["step_seconds"] == 60
@@ -90,7 +121,7 @@ def test_every_listed_service_has_data_and_every_data_service_is_listed(path):
 
 
 @pytest.mark.parametrize("path", SCENARIO_DIRS, ids=IDS)
-def test_key_evidence_really_occurs_in_the_logs_metrics_or_alerts(path):
+def test_key_evidence_is_really_served_by_the_logs_metrics_alerts_or_kubernetes_tools(path):
     scenario = load_scenario(path)
     corpus = _evidence_corpus(scenario)
     for evidence in scenario.ground_truth["key_evidence"]:
@@ -113,24 +144,63 @@ def test_the_ground_truth_services_exist_in_the_data(path):
 def test_incident_scenarios_have_a_firing_alert_and_error_or_warning_lines(path):
     scenario = load_scenario(path)
     assert any(a["state"] == "firing" for a in scenario.alerts)
-    assert any(r["level"] in ("WARN", "ERROR") for r in scenario.logs)
+    assert any(r["level"] in ("WARN", "ERROR", "CRITICAL", "FATAL", "PANIC") for r in _served(path)["logs"])
 
 
 @pytest.mark.parametrize("path", SCENARIO_DIRS, ids=IDS)
 def test_anomalous_metrics_move_clearly_away_from_their_baseline(path):
+    """Each hint names a series (metric + service) or a PromQL ``query`` (counters and histograms move
+    in their rate or quantile); what the tool serves for it leaves its baseline."""
     scenario = load_scenario(path)
+    backend = DemoBackend([path], now=NOW)
     for spec in scenario.ground_truth.get("anomalous_metrics", []):
-        series = [s for s in scenario.series
-                  if s["labels"]["__name__"] == spec["metric"] and s["labels"]["service"] == spec["service"]]
-        assert series, spec
-        values = series[0]["values"]
-        baseline = statistics.median(values[: len(values) // 3])
-        if spec["direction"] == "up":
-            assert max(values) >= 1.25 * baseline + 0.01, spec
-        elif spec["direction"] == "down":
-            assert min(values) <= 0.5 * baseline, spec
-        else:  # "change": a step such as a deployment revision
-            assert values[-1] != baseline, spec
+        if "query" in spec:
+            served = backend.query_metrics(query=spec["query"])["series"]
+        else:
+            served = backend.query_metrics(metric=spec["metric"], service=spec["service"])["series"]
+        assert served, spec
+        assert any(_moves([float(v) for _, v in s["values"]], spec["direction"]) for s in served), spec
+
+
+def _moves(values: list[float], direction: str) -> bool:
+    baseline = statistics.median(values[: len(values) // 3])
+    if direction == "up":
+        return max(values) >= 1.25 * baseline + 0.01
+    if direction == "down":
+        return min(values) <= 0.5 * baseline
+    return values[-1] != baseline  # "change": a step such as a deployment revision
+
+
+@pytest.mark.parametrize("path", SCENARIO_DIRS, ids=IDS)
+def test_embedded_log_timestamps_agree_with_the_served_record_times(path):
+    placeholders = [r for r in load_scenario(path).logs if "{ts:" in r["message"]]
+    served = {(r["timestamp"], r["service"]) for r in _served(path)["logs"]}
+    for record in placeholders:
+        at = NOW + timedelta(seconds=record["offset_seconds"])
+        assert (format_timestamp(at), record["service"]) in served
+    for record in _served(path)["logs"]:
+        assert "{ts:" not in record["message"]
+        for stamp in re.findall(r"\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}", record["message"]):
+            # a full date-time in a line is the record's own time (give or take the second it was cut at)
+            assert abs(parse_time(stamp.replace(" ", "T"), argument="t") - parse_time(record["timestamp"], argument="t")) < \
+                timedelta(seconds=1), record
+
+
+def test_the_addresses_and_service_names_in_the_storefront_lines_resolve_through_the_kubernetes_tool():
+    """The hop from orders-mysql back to its client, and from order-api on to its database, can be followed
+    with query_kubernetes alone: a pod IP in a MySQL line, a service name in a JDBC URL, a cluster DNS name."""
+    path = scenario_dir("storefront-orders-mysql-connections")
+    served = _served(path)
+    (listing,) = [r for r in served["kubernetes"] if r["kind"] == "service"]
+    by_ip = {e["ip"]: s["name"] for s in listing["services"] for e in s["endpoints"]}
+    by_ip |= {s["clusterIP"]: s["name"] for s in listing["services"]}
+    mysql_clients = {ip for r in served["logs"] if r["service"] == "orders-mysql"
+                     for ip in re.findall(r"user: 'order_app' host: '([\d.]+)'", r["message"])}
+    assert mysql_clients and {by_ip.get(ip) for ip in mysql_clients} == {"order-api"}
+    names = {s["name"] for s in listing["services"]}
+    jdbc = {m for r in served["logs"] for m in re.findall(r"jdbc:mysql://([a-z0-9-]+):", r["message"])}
+    dns = {m for r in served["logs"] for m in re.findall(r"//([a-z0-9-]+)\.shop\.svc\.cluster\.local", r["message"])}
+    assert jdbc == {"orders-mysql"} and dns == {"order-api"} and (jdbc | dns) <= names
 
 
 def test_the_no_anomaly_scenario_has_no_firing_alert_only_info_logs_and_flat_metrics():

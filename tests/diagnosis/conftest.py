@@ -14,6 +14,7 @@ from diagnosis.services.knowledge import knowledge_load_folder
 from tests.factories import ChatSessionFactory, DiagnosisRunFactory
 from tests.support.fixtures import FAKE_API_KEY, fake_openai  # noqa: F401  (registers the fixture)
 
+CUT_MARKER = " …[cut for the model; the full result is stored]"
 TOOL_OUTPUT_RE = re.compile(r'<tool_output invocation_id="(?P<id>inv-[0-9a-f]{8})" tool="(?P<tool>[a-z_]+)" status="(?P<status>[A-Z]+)">\n[^\n]*\n(?P<body>.*)\n</tool_output>', re.S)
 
 
@@ -49,13 +50,17 @@ def openai_llm(settings, fake_openai):  # noqa: F811
 
 
 def tool_outputs(request) -> list[dict]:
-    """The fenced tool results the executor sent back to the model, parsed."""
+    """The fenced tool results the executor sent back to the model, parsed. A result longer than the
+    model's share (``MODEL_TOOL_OUTPUT_CHARS``, e.g. every histogram bucket of a service) reaches the model
+    cut, so it is no JSON any more: its ``result`` is None and ``cut`` says why."""
     outputs = []
     for message in request.tool_results:
         match = TOOL_OUTPUT_RE.search(message.get("content") or "")
         if match:
+            cut = match["body"].endswith(CUT_MARKER)
+            parsed = json.loads(match["body"]) if match["status"] == "SUCCESS" and not cut else None
             outputs.append({"invocation_id": match["id"], "tool": match["tool"], "status": match["status"],
-                            "result": json.loads(match["body"]) if match["status"] == "SUCCESS" else None})
+                            "result": parsed, "cut": cut})
     return outputs
 
 

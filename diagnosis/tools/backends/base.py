@@ -22,11 +22,15 @@ __all__ = [
     "parse_time",
     "resolve_window",
     "parse_step",
+    "range_query_step",
     "format_number",
     "format_selector",
     "go_string_literal",
     "series_stats",
     "describe_series",
+    "SERVED_LEVELS",
+    "normalise_level",
+    "detect_level",
 ]
 
 DEFAULT_WINDOW = timedelta(minutes=60)
@@ -179,6 +183,81 @@ def parse_step(step: Any, *, maximum: float = 86400) -> float | None:
     if not math.isfinite(seconds) or seconds <= 0 or seconds > maximum:
         raise BackendError(f"must be a positive duration of at most {maximum:g}s, got {step!r}", argument="step")
     return seconds
+
+
+# --- log levels: one table for every logs backend ---------------------------------------------------
+
+# What a level label or word of a real format means; the served level is one of SERVED_LEVELS.
+_LEVEL_ALIASES = {
+    "trace": "TRACE",
+    "debug": "DEBUG", "dbug": "DEBUG",
+    "info": "INFO", "information": "INFO", "informational": "INFO", "notice": "INFO",
+    "warn": "WARN", "warning": "WARN",
+    "error": "ERROR", "err": "ERROR", "eror": "ERROR",
+    "fatal": "FATAL", "critical": "CRITICAL", "crit": "CRITICAL",
+    "panic": "PANIC", "emerg": "FATAL", "emergency": "FATAL", "alert": "CRITICAL",
+    "note": "INFO", "system": "INFO",  # MySQL 8 error log: [System] [Note] [Warning] [ERROR]
+}
+SERVED_LEVELS = ("TRACE", "DEBUG", "INFO", "WARN", "ERROR", "CRITICAL", "FATAL", "PANIC", "UNKNOWN")
+_LEVEL_KV_RE = re.compile(
+    r"""(?ix)
+    (?:^|[\s{,])"?(?:level|lvl|severity|loglevel|log_level)"?\s*[=:]\s*"?([a-z]+)"?
+    """
+)
+_LEVEL_WORD_RE = re.compile(
+    r"(?<![A-Za-z0-9_])(TRACE|DEBUG|INFO|NOTICE|WARN|WARNING|ERROR|ERR|FATAL|CRITICAL|CRIT|PANIC)(?![A-Za-z0-9_])"
+)
+# A level in square brackets, any case: nginx "[error]", MySQL "[Note]", gunicorn "[INFO]", and the like.
+_LEVEL_BRACKET_RE = re.compile(
+    r"\[(trace|debug|info|notice|note|system|warn|warning|error|err|crit|critical|alert|emerg|fatal|panic)\]", re.I)
+# glog/klog: "E1129 10:02:03.042000    1 main.go:42] ..." (Kubernetes components, Go services using klog).
+_GLOG_RE = re.compile(r"^([IWEF])\d{4} \d{2}:\d{2}:\d{2}\.\d{6}\b")
+_GLOG_LEVELS = {"I": "INFO", "W": "WARN", "E": "ERROR", "F": "FATAL"}
+
+
+def normalise_level(raw: Any) -> str | None:
+    """A level name as written by a real format (``warning``, ``NOTICE``, ``crit``) -> a served level, or None."""
+    if not isinstance(raw, str):
+        return None
+    return _LEVEL_ALIASES.get(raw.strip().lower())
+
+
+def detect_level(labels: Mapping[str, str], line: str) -> str:
+    """Level from a stream label (``level``, ``detected_level``, ``severity``, ``lvl``), else from the line
+    (a glog/klog prefix, a ``level=``/``"level":`` field, a bracketed level such as nginx's ``[error]`` or
+    MySQL's ``[Note]``, an upper-case level word; the last two in the first 200 characters), else ``UNKNOWN``."""
+    for key in ("level", "detected_level", "severity", "lvl"):
+        level = normalise_level(labels.get(key))
+        if level:
+            return level
+    match = _GLOG_RE.match(line)
+    if match:
+        return _GLOG_LEVELS[match.group(1)]
+    match = _LEVEL_KV_RE.search(line)
+    if match and normalise_level(match.group(1)):
+        return normalise_level(match.group(1))  # type: ignore[return-value]
+    match = _LEVEL_BRACKET_RE.search(line[:200])
+    if match:
+        return normalise_level(match.group(1)) or "UNKNOWN"
+    match = _LEVEL_WORD_RE.search(line[:200])
+    if match:
+        return normalise_level(match.group(1)) or "UNKNOWN"
+    return "UNKNOWN"
+
+
+# --- range queries ---------------------------------------------------------------------------------
+
+RANGE_DEFAULT_STEP_SECONDS = 60.0
+RANGE_MAX_POINTS = 1000
+
+
+def range_query_step(step: Any, span_seconds: float) -> float:
+    """The resolution of a range query: ``step`` (default 60 s), widened so the window holds at most
+    ``RANGE_MAX_POINTS`` points (Prometheus refuses more than 11,000)."""
+    step_s = parse_step(step) or RANGE_DEFAULT_STEP_SECONDS
+    if span_seconds > 0 and span_seconds / step_s + 1 > RANGE_MAX_POINTS:
+        step_s = float(math.ceil(span_seconds / (RANGE_MAX_POINTS - 1)))
+    return step_s
 
 
 # --- series statistics and the one-line description citations quote ------------------------------

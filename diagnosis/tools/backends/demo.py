@@ -1,22 +1,28 @@
 # size: the demo backend serves every telemetry tool from scenario data, each answer shaped like the real one.
-"""The embedded telemetry backend: shipped incident scenarios served as logs, metrics and alerts.
+"""The embedded telemetry backend: scenario folders served as logs, metrics, alerts, Kubernetes state,
+traces and changes.
 
 Scenario times are relative (``offset_seconds``); at load they are shifted so that offset 0 is
-"now". Results follow docs/ARCHITECTURE.md exactly (plus a few documented extra fields).
+"now". Results follow docs/ARCHITECTURE.md exactly (plus a few documented extra fields); the
+scenario format is in diagnosis/demo/README.md.
 
 Logs: records are returned oldest-first; when more than ``limit`` match, the newest ``limit`` are
-kept (``total`` counts every match, ``truncated`` says some were dropped). ``query`` is a small
-line filter, case-insensitive, matched as substrings against ``"<service> <level> <message>"``:
-whitespace-separated words must all match (AND), ``"quoted phrases"`` match as one term, ``OR``
-(or ``|``) separates alternatives, and ``level:ERROR`` / ``level:WARN,ERROR`` filter by level.
+kept (``total`` counts every match, ``truncated`` says some were dropped). ``{ts:<layout>}``
+placeholders in a line are rendered from the record's served time; the served ``level`` is the
+record's own, normalised, or read from the line as the Loki backend reads it (``base.detect_level``).
+``query`` is a small line filter, case-insensitive, matched as substrings against
+``"<service> <level> <rendered line>"``: whitespace-separated words must all match (AND),
+``"quoted phrases"`` match as one term, ``OR`` (or ``|``) separates alternatives, and
+``level:ERROR`` / ``level:WARN,ERROR`` filter by the served level.
 
-Metrics: ``query`` is a metric name or a selector ``name{label="v", other!="w", x=~"re"}``;
-``metric`` and ``service`` add matchers. A larger ``step`` than the stored resolution keeps every
-k-th sample counted back from the newest. ``stats`` and ``description`` come from ``base.py``.
-Unlike the Prometheus backend, ``service`` is also applied when a ``query`` is given.
+Metrics: samples are held as Prometheus holds them (counters, histogram buckets, gaps) and ``query``
+is evaluated as Prometheus's ``query_range`` evaluates it (``promql.py``: a selector, or rate/irate/
+increase, sum/avg/min/max/count by/without and histogram_quantile). ``metric`` and ``service`` add
+matchers to a selector; unlike the Prometheus backend, ``service`` also applies to every selector of
+an expression. ``stats`` and ``description`` come from ``base.py``.
 
 Extra fields beyond the documented shapes: logs ``truncated`` (and ``note`` for an unknown
-service), metric stats ``min_at``. Stdlib only.
+service), metric stats ``min_at``.
 """
 
 from __future__ import annotations
@@ -28,32 +34,38 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any, Iterable
 
+import promql_parser
+
 from diagnosis.demo.loader import Scenario, ScenarioError, load_scenario, shipped_scenarios
+from diagnosis.demo.timestamps import render_timestamps
 from diagnosis.tools.backends.base import (
     BackendError,
     describe_series,
+    detect_level,
     format_selector,
     format_timestamp,
-    parse_step,
+    normalise_level,
+    range_query_step,
     resolve_window,
     series_stats,
 )
 from diagnosis.tools.backends.demo_changes import DemoChanges
 from diagnosis.tools.backends.demo_traces import DemoTraces
+from diagnosis.tools.backends.promql import (
+    StoredSeries,
+    evaluate_range,
+    format_value,
+    label_matchers,
+    parse_expression,
+)
 
 __all__ = ["DemoBackend", "LogQuery", "parse_log_query", "parse_selector", "MAX_LOG_LIMIT"]
 
 BACKEND_NAME = "demo"
 MAX_LOG_LIMIT = 1000
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
-_LEVEL_ALIASES = {"WARNING": "WARN", "ERR": "ERROR", "CRITICAL": "FATAL", "CRIT": "FATAL", "INFORMATION": "INFO"}
 _QUERY_TOKEN_RE = re.compile(r'"([^"]*)"|(\S+)')
 _METRIC_NAME_RE = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")
-_SELECTOR_RE = re.compile(r"^\s*([a-zA-Z_:][a-zA-Z0-9_:]*)?\s*(?:\{(.*)\})?\s*$", re.S)
-_MATCHER_RE = re.compile(
-    r"""\s*([a-zA-Z_][a-zA-Z0-9_]*)\s*(=~|!~|!=|=)\s*(?:"((?:[^"\\]|\\.)*)"|'((?:[^'\\]|\\.)*)')\s*(,|$)""",
-    re.S,
-)
 
 
 # --- log query ----------------------------------------------------------------------------------
@@ -76,8 +88,16 @@ class LogQuery:
 
 
 def _normalise_level(value: str) -> str:
-    upper = value.strip().upper()
-    return _LEVEL_ALIASES.get(upper, upper)
+    return normalise_level(value) or value.strip().upper()
+
+
+def _served_level(record: dict[str, Any]) -> str:
+    """The level a record is served with: its own, normalised as the Loki backend normalises a level
+    label (WARNING -> WARN, NOTICE -> INFO), or without one what the Loki backend reads from the line."""
+    if record.get("level"):
+        return normalise_level(record["level"]) or record["level"]
+    sample = render_timestamps(record["message"], _EPOCH)  # layouts are fixed-width: any time reads the same
+    return detect_level({}, sample)
 
 
 def parse_log_query(query: str | None) -> LogQuery:
@@ -113,60 +133,13 @@ def parse_log_query(query: str | None) -> LogQuery:
 # --- metric selector ----------------------------------------------------------------------------
 
 
-def _unescape(value: str) -> str:
-    return re.sub(r"\\(.)", lambda m: {"n": "\n", "t": "\t"}.get(m.group(1), m.group(1)), value)
-
-
 def parse_selector(query: str) -> list[tuple[str, str, str]]:
     """``name{a="1", b!~"x.*"}`` -> ``[("__name__", "=", "name"), ("a", "=", "1"), ("b", "!~", "x.*")]``."""
-    if not isinstance(query, str):
-        raise BackendError(f"expected text, got {type(query).__name__}", argument="query")
-    match = _SELECTOR_RE.match(query)
-    if match is None:
-        raise BackendError(
-            f"only metric selectors such as http_error_ratio{{service=\"x\"}} are supported by the demo "
-            f"backend (no functions, ranges or operators), got {query!r}",
-            argument="query",
-        )
-    name, body = match.group(1), match.group(2)
-    matchers: list[tuple[str, str, str]] = [("__name__", "=", name)] if name else []
-    if body is not None and body.strip():
-        pos = 0
-        while pos < len(body):
-            m = _MATCHER_RE.match(body, pos)
-            if m is None:
-                raise BackendError(
-                    f"cannot parse label matchers in {query!r}; use label=\"value\" pairs separated by commas",
-                    argument="query",
-                )
-            raw = m.group(3) if m.group(3) is not None else m.group(4)
-            label, op, value = m.group(1), m.group(2), _unescape(raw)
-            if op in ("=~", "!~"):
-                try:
-                    re.compile(value)
-                except re.error as exc:
-                    raise BackendError(f"invalid regular expression {value!r} ({exc})", argument="query") from None
-            matchers.append((label, op, value))
-            pos = m.end()
-            if m.group(5) == "" and pos < len(body):
-                raise BackendError(f"cannot parse label matchers in {query!r}", argument="query")
-    if not matchers:
-        raise BackendError("a selector needs a metric name or at least one label matcher", argument="query")
-    return matchers
-
-
-def _matches(labels: dict[str, str], matchers: Iterable[tuple[str, str, str]]) -> bool:
-    for label, op, value in matchers:
-        actual = labels.get(label, "")
-        if op == "=" and actual != value:
-            return False
-        if op == "!=" and actual == value:
-            return False
-        if op == "=~" and re.fullmatch(value, actual) is None:
-            return False
-        if op == "!~" and re.fullmatch(value, actual) is not None:
-            return False
-    return True
+    expr = parse_expression(query)
+    if not isinstance(expr, promql_parser.VectorSelector):
+        raise BackendError(f"expected a metric selector such as http_requests_total{{service=\"x\"}}, got {query!r}",
+                           argument="query")
+    return label_matchers(expr)
 
 
 def _parse_limit(limit: Any) -> int:
@@ -188,11 +161,55 @@ def _parse_limit(limit: Any) -> int:
     return n
 
 
-def _value_text(value: float | int) -> str:
-    # Prometheus sends sample values as strings; integral values print without ".0".
-    if isinstance(value, int) or float(value).is_integer():
-        return str(int(value))
-    return repr(float(value))
+# --- Kubernetes objects, served as the kubernetes backend normalises them ------------------------------
+
+_POD_KEYS = ("name", "namespace", "phase", "node", "podIP", "hostIP", "reason", "message", "labels", "containers",
+             "conditions")
+
+
+def _label_selector(selector: str | None) -> dict[str, str]:
+    """``app=x,tier=db`` (also ``==``) -> ``{"app": "x", "tier": "db"}``."""
+    pairs = [part.replace("==", "=").split("=", 1) for part in (selector or "").split(",") if "=" in part]
+    return {k.strip(): v.strip() for k, v in pairs}
+
+
+def _labels_match(labels: dict[str, str], wanted: dict[str, str]) -> bool:
+    return all(labels.get(k) == v for k, v in wanted.items())
+
+
+def _served_pod(pod: dict[str, Any], namespace: str) -> dict[str, Any]:
+    """Every key the kubernetes backend returns (absent ones null), then any further key of the file."""
+    defaults = {"namespace": namespace, "labels": {}, "containers": [], "conditions": []}
+    out = {key: pod.get(key, defaults.get(key)) for key in _POD_KEYS}
+    return {**out, **{k: v for k, v in pod.items() if k not in out}}
+
+
+def _pod_ready(pod: dict[str, Any]) -> bool:
+    containers = pod.get("containers") or []
+    return pod.get("phase", "Running") == "Running" and all(c.get("ready", True) for c in containers)
+
+
+def _served_service(svc: dict[str, Any], world: dict[str, Any]) -> dict[str, Any]:
+    """A Service with its endpoints: the file's, else the pods its selector picks that have a pod IP."""
+    selector = dict(svc.get("selector") or {})
+    if svc.get("endpoints") is not None:
+        endpoints = [{"ip": e["ip"], "pod": e.get("pod"), "node": e.get("node"), "ready": e.get("ready", True)}
+                     for e in svc["endpoints"]]
+    elif selector:
+        endpoints = [{"ip": p["podIP"], "pod": p["name"], "node": p.get("node"), "ready": _pod_ready(p)}
+                     for p in world["pods"] if p.get("podIP") and _labels_match(p.get("labels") or {}, selector)]
+    else:
+        endpoints = []
+    out = {
+        "name": svc["name"], "namespace": world["namespace"], "type": svc.get("type", "ClusterIP"),
+        "clusterIP": svc.get("clusterIP"),
+        "ports": [{"name": p.get("name"), "port": p["port"], "targetPort": p.get("targetPort", p["port"]),
+                   "protocol": p.get("protocol", "TCP")} for p in svc.get("ports", [])],
+        "selector": selector, "endpoints": endpoints,
+    }
+    if svc.get("externalName"):
+        out["externalName"] = svc["externalName"]
+    return out
 
 
 # --- the backend --------------------------------------------------------------------------------
@@ -200,24 +217,33 @@ def _value_text(value: float | int) -> str:
 
 @dataclass(frozen=True)
 class _LogRecord:
-    offset: int  # seconds before "now"
+    offset: float  # seconds before "now" (millisecond precision)
     service: str
-    level: str
-    message: str
+    level: str  # the served level: the record's own, normalised, or the one read from its line
+    message: str  # may hold {ts:<layout>} placeholders, rendered at query time
+
+    def text(self, at: datetime) -> str:
+        return render_timestamps(self.message, at)
 
 
 @dataclass(frozen=True)
 class _Series:
     labels: dict[str, str]
     step: int
-    values: tuple[float | int, ...]  # oldest first; the last one is "now"
+    values: tuple[float | int | None, ...]  # oldest first; the last one is "now"; None: no sample
 
-    def points(self, now: datetime) -> list[tuple[int, float | int]]:
-        """(unix seconds, value) pairs; the newest sits on the last step boundary at or before now."""
+    def stored(self, now: datetime) -> StoredSeries:
+        """The samples as the TSDB would hold them: the newest on the last step boundary at or before
+        now, one every ``step`` seconds before it, none where the scenario has null."""
         now_unix = int((now - _EPOCH).total_seconds())
         anchor = now_unix - now_unix % self.step
         last = len(self.values) - 1
-        return [(anchor - (last - i) * self.step, v) for i, v in enumerate(self.values)]
+        times, values = [], []
+        for i, v in enumerate(self.values):
+            if v is not None:
+                times.append((anchor - (last - i) * self.step) * 1000)
+                values.append(float(v))
+        return StoredSeries(self.labels, tuple(times), tuple(values))
 
 
 @dataclass(frozen=True)
@@ -258,6 +284,7 @@ class DemoBackend:
         self._logs: list[_LogRecord] = []
         self._series: list[_Series] = []
         self._alerts: list[_Alert] = []
+        self._stored_cache: tuple[datetime, list[StoredSeries]] | None = None
         self._traces = None  # expanded on the first query_traces
         self._load()
 
@@ -290,8 +317,8 @@ class DemoBackend:
         seen_series: dict[str, str] = {}
         for scenario in self.scenarios:
             for record in scenario.logs:
-                self._logs.append(_LogRecord(record["offset_seconds"], record["service"], record["level"],
-                                             record["message"]))
+                self._logs.append(_LogRecord(record["offset_seconds"], record["service"],
+                                             _served_level(record), record["message"]))
             for raw in scenario.series:
                 labels = dict(raw["labels"])
                 key = format_selector(labels)
@@ -315,31 +342,58 @@ class DemoBackend:
 
     def query_kubernetes(self, *, namespace: str | None = None, kind: str | None = None, name: str | None = None,
                          selector: str | None = None) -> dict[str, Any]:
+        """Pods, Services and events of ``kubernetes.json``, in the shape the ``kubernetes`` backend returns."""
         from diagnosis.tools.backends.kubernetes import check_arguments
 
         kind = check_arguments(namespace=namespace, kind=kind, name=name, selector=selector)
-        wanted_labels = dict(part.split("=", 1) for part in (selector or "").split(",") if "=" in part)
+        wanted_labels = _label_selector(selector)
         now = self.now
-        pods, events, namespaces = [], [], set()
+        pods, events, namespaces, services = [], [], set(), []
         for world in self._kubernetes:
             if namespace and world["namespace"] != namespace:
                 continue
             namespaces.add(world["namespace"])
-            for pod in world["pods"]:
-                labels = pod.get("labels") or {}
-                if name and not (pod["name"] == name or (kind != "pod" and pod["name"].startswith(f"{name}-"))):
-                    continue
-                if wanted_labels and any(labels.get(k.strip()) != v.strip() for k, v in wanted_labels.items()):
-                    continue
-                pods.append(self._shift(pod, now))
-            names = {p["name"] for p in pods}
+            chosen: list[dict[str, Any]] = []
+            if kind == "service":
+                for svc in world["services"]:
+                    if (name and svc["name"] != name) or not _labels_match(svc.get("labels") or {}, wanted_labels):
+                        continue
+                    services.append(_served_service(svc, world))
+                    if name and svc.get("selector"):
+                        chosen += [p for p in world["pods"] if _labels_match(p.get("labels") or {}, svc["selector"])]
+            else:
+                for pod in world["pods"]:
+                    if name and not (pod["name"] == name or (kind != "pod" and pod["name"].startswith(f"{name}-"))):
+                        continue
+                    if _labels_match(pod.get("labels") or {}, wanted_labels):
+                        chosen.append(pod)
+            pods += [self._shift(_served_pod(pod, world["namespace"]), now) for pod in chosen]
+            names = {p["name"] for p in chosen}
+            prefix = f"{name}-" if name and kind != "service" else None
             for event in world["events"]:
                 target = event["object"].split("/", 1)[-1]
-                if target in names or (name and (target == name or target.startswith(f"{name}-"))):
+                if target in names or (name and target == name) or (prefix and target.startswith(prefix)):
                     events.append(self._shift(event, now))
+        if kind == "service" and name and not services:
+            raise BackendError(f"service {name!r} not found in namespace {namespace or self._namespaces()!r}",
+                               argument="name", backend=BACKEND_NAME)
         events.sort(key=lambda e: e.get("lastTimestamp") or "")
-        return {"backend": BACKEND_NAME, "namespace": namespace or ",".join(sorted(namespaces)), "kind": kind,
-                "name": name, "selector": selector, "pods": pods, "events": events}
+        result = {"backend": BACKEND_NAME, "namespace": namespace or ",".join(sorted(namespaces)), "kind": kind,
+                  "name": name, "selector": selector, "pods": pods, "events": events}
+        if kind == "service":
+            result["services"] = services
+        return result
+
+    def _stored(self, now: datetime) -> list[StoredSeries]:
+        """Every series' samples at their times for this ``now`` (kept while ``now`` stays the same)."""
+        cached = self._stored_cache  # one tuple, replaced whole: safe to share between threads
+        if cached is None or cached[0] != now:
+            cached = (now, [s.stored(now) for s in self._series])
+            self._stored_cache = cached
+        return cached[1]
+
+    def _namespaces(self) -> str:
+        return ",".join(sorted({w["namespace"] for w in self._kubernetes}))
 
     # --- query_traces and query_changes: traces.json and changes.json (demo_traces.py, demo_changes.py) ---
 
@@ -373,7 +427,7 @@ class DemoBackend:
 
     def services(self) -> list[str]:
         """Every service that has logs, series or alerts in the loaded scenarios."""
-        names = {r.service for r in self._logs} | {s.labels["service"] for s in self._series}
+        names = {r.service for r in self._logs} | {s.labels["service"] for s in self._series if "service" in s.labels}
         names |= {a.labels["service"] for a in self._alerts}
         return sorted(names)
 
@@ -406,12 +460,13 @@ class DemoBackend:
         low, high = (start_dt - now).total_seconds(), (end_dt - now).total_seconds()
 
         wanted = service.lower() if service else None
-        matched = [
-            r for r in self._logs
-            if low <= r.offset <= high
-            and (wanted is None or r.service.lower() == wanted)
-            and log_query.matches(r.service, r.level, r.message)
-        ]
+        matched = []
+        for r in self._logs:
+            if low <= r.offset <= high and (wanted is None or r.service.lower() == wanted):
+                at = now + timedelta(seconds=r.offset)
+                text = r.text(at)
+                if log_query.matches(r.service, r.level, text):
+                    matched.append((at, r, text))
         kept = matched[-limit_n:]
         result: dict[str, Any] = {
             "backend": BACKEND_NAME,
@@ -422,9 +477,8 @@ class DemoBackend:
             "total": len(matched),
             "truncated": len(matched) > len(kept),
             "records": [
-                {"timestamp": format_timestamp(now + timedelta(seconds=r.offset)), "service": r.service,
-                 "level": r.level, "message": r.message}
-                for r in kept
+                {"timestamp": format_timestamp(at), "service": r.service, "level": r.level, "message": text}
+                for at, r, text in kept
             ],
         }
         if wanted is not None and not any(r.service.lower() == wanted for r in self._logs):
@@ -443,56 +497,56 @@ class DemoBackend:
         end: datetime | None = None,
         step: Any = None,
     ) -> dict[str, Any]:
-        """Series matching the selector, with samples in the window, stats and a one-line description."""
+        """``query`` evaluated as Prometheus's ``query_range`` evaluates it (see ``promql.py``): a selector
+        (``metric`` and ``service`` add matchers to it), or an expression of the supported subset
+        (``service`` then adds a matcher to every selector in it). Each series comes with stats and a
+        one-line description."""
+        expression = None
         matchers: list[tuple[str, str, str]] = []
         if query is not None and str(query).strip():
-            matchers.extend(parse_selector(str(query)))
+            expression = parse_expression(str(query).strip())
+            if isinstance(expression, promql_parser.VectorSelector):
+                matchers.extend(label_matchers(expression))
+                expression = None
         if metric is not None and str(metric).strip():
             metric = str(metric).strip()
             if _METRIC_NAME_RE.fullmatch(metric) is None:
                 raise BackendError(f"not a metric name: {metric!r}", argument="metric")
+            if expression is not None:
+                raise BackendError("give a metric name or a PromQL expression, not both", argument="metric")
             matchers.append(("__name__", "=", metric))
         if service is not None and not isinstance(service, str):
             raise BackendError(f"expected a service name, got {type(service).__name__}", argument="service")
         if service is not None and service.strip():
             matchers.append(("service", "=", service.strip()))
-        if not matchers:
+        if expression is None and not matchers:
             raise BackendError("give a query, a metric name or a service", argument="query")
         matchers = list(dict.fromkeys(matchers))  # the same matcher given twice counts once
-        step_s = parse_step(step)
         now = self.now
         start_dt, end_dt = resolve_window(start, end, now=now)
-        start_u = (start_dt - _EPOCH).total_seconds()
-        end_u = (end_dt - _EPOCH).total_seconds()
-
+        start_ms, end_ms = _unix_ms(start_dt), _unix_ms(end_dt)
+        step_s = range_query_step(step, (end_ms - start_ms) / 1000)
+        stored = self._stored(now)
+        if expression is None:
+            selector = _canonical_query(matchers)
+            results = evaluate_range(selector, stored, start_ms=start_ms, end_ms=end_ms, step_ms=round(step_s * 1000))
+        else:
+            selector = str(query).strip()
+            results = evaluate_range(expression, stored, start_ms=start_ms, end_ms=end_ms,
+                                     step_ms=round(step_s * 1000), extra_matchers=matchers)
         series_out = []
-        for series in self._series:
-            if not _matches(series.labels, matchers):
-                continue
-            stride = max(1, round(step_s / series.step)) if step_s else 1
-            all_points = series.points(now)
-            newest = all_points[-1][0]
-            points = [
-                (t, v) for t, v in all_points
-                if start_u <= t <= end_u and ((newest - t) // series.step) % stride == 0
-            ]
-            if not points:
-                continue  # like Prometheus, a series without samples in the window is not returned
-            values = [[t, _value_text(v)] for t, v in points]
+        for labels, points in results:  # a series without a value in the window is not returned
+            values = [[_seconds(t), format_value(v)] for t, v in points]
             stats = series_stats(values)
-            series_out.append({
-                "labels": dict(series.labels),
-                "values": values,
-                "stats": stats,
-                "description": describe_series(series.labels, stats),
-            })
-        effective_step = int(step_s) if step_s else (self._series[0].step if self._series else 60)
+            series_out.append({"labels": labels, "values": values, "stats": stats,
+                               "description": describe_series(labels, stats)})
+        series_out.sort(key=lambda s: sorted(s["labels"].items()))
         return {
             "backend": BACKEND_NAME,
-            "query": _canonical_query(matchers),
+            "query": selector,
             "start": format_timestamp(start_dt),
             "end": format_timestamp(end_dt),
-            "step": effective_step,
+            "step": _seconds(round(step_s * 1000)),
             "series": series_out,
         }
 
@@ -514,6 +568,16 @@ class DemoBackend:
                 for alert in self._alerts
             ],
         }
+
+
+def _unix_ms(value: datetime) -> int:
+    """Milliseconds, rounded as Prometheus rounds a query's start and end."""
+    return round((value - _EPOCH) / timedelta(milliseconds=1))
+
+
+def _seconds(millis: int) -> int | float:
+    """Milliseconds -> unix seconds as Prometheus writes them (an int when whole)."""
+    return millis // 1000 if millis % 1000 == 0 else millis / 1000
 
 
 def _canonical_query(matchers: list[tuple[str, str, str]]) -> str:

@@ -17,7 +17,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 
-from diagnosis.tools.backends.base import BackendError, go_string_literal, resolve_window
+from diagnosis.tools.backends.base import BackendError, detect_level, go_string_literal, resolve_window
 
 __all__ = ["LokiBackend", "build_logql", "logql_string", "to_unix_ns", "ns_to_iso"]
 
@@ -26,23 +26,6 @@ MAX_LIMIT = 1000
 _BODY_SNIPPET = 500
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 
-_LEVEL_ALIASES = {
-    "trace": "TRACE",
-    "debug": "DEBUG", "dbug": "DEBUG",
-    "info": "INFO", "information": "INFO", "informational": "INFO", "notice": "INFO",
-    "warn": "WARN", "warning": "WARN",
-    "error": "ERROR", "err": "ERROR", "eror": "ERROR",
-    "fatal": "FATAL", "critical": "CRITICAL", "crit": "CRITICAL",
-    "panic": "PANIC", "emerg": "FATAL", "emergency": "FATAL", "alert": "CRITICAL",
-}
-_LEVEL_KV_RE = re.compile(
-    r"""(?ix)
-    (?:^|[\s{,])"?(?:level|lvl|severity|loglevel|log_level)"?\s*[=:]\s*"?([a-z]+)"?
-    """
-)
-_LEVEL_WORD_RE = re.compile(
-    r"(?<![A-Za-z0-9_])(TRACE|DEBUG|INFO|NOTICE|WARN|WARNING|ERROR|ERR|FATAL|CRITICAL|CRIT|PANIC)(?![A-Za-z0-9_])"
-)
 _QUERY_TOKEN_RE = re.compile(r'"([^"]*)"|(\S+)')
 
 
@@ -112,27 +95,6 @@ def _safe_url(url: str) -> str:
     except ValueError:
         port = None
     return urlunsplit((parts.scheme, host + (f":{port}" if port else ""), parts.path, "", ""))
-
-
-def _norm_level(raw: Any) -> str | None:
-    if not isinstance(raw, str):
-        return None
-    return _LEVEL_ALIASES.get(raw.strip().lower())
-
-
-def detect_level(labels: dict[str, str], line: str) -> str:
-    """Level from stream label ``level``/``detected_level``, else parsed from the line, else ``UNKNOWN``."""
-    for key in ("level", "detected_level", "severity", "lvl"):
-        level = _norm_level(labels.get(key))
-        if level:
-            return level
-    match = _LEVEL_KV_RE.search(line)
-    if match and _norm_level(match.group(1)):
-        return _norm_level(match.group(1))  # type: ignore[return-value]
-    match = _LEVEL_WORD_RE.search(line[:200])
-    if match:
-        return _norm_level(match.group(1)) or "UNKNOWN"
-    return "UNKNOWN"
 
 
 # --------------------------------------------------------------------------- backend

@@ -24,8 +24,8 @@ from diagnosis.tools.backends.base import (
     describe_series,
     format_timestamp,
     go_string_literal,
-    parse_step,
     parse_time,
+    range_query_step,
     resolve_window,
     series_stats,
 )
@@ -33,8 +33,6 @@ from diagnosis.tools.backends.base import (
 __all__ = ["PrometheusBackend", "promql_selector", "promql_string"]
 
 BACKEND_NAME = "prometheus"
-DEFAULT_STEP_SECONDS = 60.0
-MAX_POINTS = 1000
 _BODY_SNIPPET = 300
 
 _METRIC_NAME_RE = re.compile(r"^[a-zA-Z_:][a-zA-Z0-9_:]*$")
@@ -230,10 +228,7 @@ class PrometheusBackend:
         start_dt, end_dt = resolve_window(start, end, now=datetime.now(timezone.utc))
         start_s, end_s = _unix(start_dt), _unix(end_dt)
 
-        step_s = parse_step(step) or DEFAULT_STEP_SECONDS
-        span = end_s - start_s
-        if span > 0 and span / step_s + 1 > MAX_POINTS:
-            step_s = float(math.ceil(span / (MAX_POINTS - 1)))
+        step_s = range_query_step(step, end_s - start_s)
 
         data = self._get(
             "/api/v1/query_range",
