@@ -18,12 +18,12 @@ writes every word the reader sees:
 from __future__ import annotations
 
 import re
-import unicodedata
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from diagnosis.contracts import ANSWER_PLAN_VERSION
+from diagnosis.markdown_text import md_inline, md_neutralise, plain_line
 from diagnosis.model_text import cap_text, foreign_citations, id_like_tokens, scrub_sentences
 from diagnosis.redaction import redact_text
 
@@ -89,8 +89,6 @@ TEXT = {
     },
 }
 
-_MD_ACTIVE = re.compile(r"([\\`*\[\]<>|])")
-_NOT_PRINTABLE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
 
 
 def text(key: str, language: str) -> str:
@@ -178,32 +176,24 @@ def structured_diagnosis(*, hint: Mapping[str, Any], roots: list[str], shown: Co
 
 
 def _flat(value: Any) -> str:
-    return " ".join(_NOT_PRINTABLE.sub(" ", str(value)).split())
+    return plain_line(value)
 
 
-_ESCAPED_MASK = re.compile(r"\\\[(REDACTED:[A-Za-z0-9_]+)\\\]")
-
-
-def _escape(value: str) -> str:
-    """Plain text inside Markdown: no code spans, links, images, HTML or table cells from model text
-    (the redaction masks stay readable)."""
-    return _ESCAPED_MASK.sub(r"[\1]", _MD_ACTIVE.sub(r"\\\1", value))
-
-
-def _visible(value: Any) -> str:
-    """The text as written, minus invisible format characters (checks run on the normalised form)."""
-    return "".join(ch for ch in str(value) if unicodedata.category(ch) != "Cf")
+def plain_statement(value: Any) -> str:
+    """A claim statement as plain text (for JSON fields): one line, secrets masked, capped."""
+    return cap_text(redact_text(plain_line(value)), MAX_STATEMENT_CHARS)
 
 
 def clean_statement(value: Any) -> str:
-    return _escape(cap_text(redact_text(_flat(_visible(value))), MAX_STATEMENT_CHARS))
+    """A claim statement as inert inline Markdown (diagnosis.markdown_text)."""
+    return md_inline(plain_statement(value))
 
 
 def _excerpt(value: Any) -> str:
-    flat = _flat(_visible(value))
+    flat = plain_line(value)
     if len(flat) > MAX_EXCERPT_CHARS:
         flat = flat[:MAX_EXCERPT_CHARS].rstrip() + "…"
-    return _escape(redact_text(flat))
+    return md_inline(redact_text(flat))
 
 
 def knowledge_only(claim: Mapping[str, Any]) -> bool:
@@ -231,14 +221,14 @@ def _plan_ids(plan: Mapping[str, Any], key: str) -> list[str]:
 
 def clean_suggestion(value: Any, prompt_echoed=None) -> tuple[str | None, str | None]:
     """(text, None) for a usable suggestion, else (None, why it was dropped)."""
-    flat = _flat(_visible(value))
+    flat = _flat(value)
     if not flat:
         return None, "empty"
     if id_like_tokens(flat):
         return None, "citation_like_token"
     if prompt_echoed is not None and prompt_echoed(flat):
         return None, "prompt_echo"
-    return _escape(cap_text(redact_text(flat), MAX_SUGGESTION_CHARS)), None
+    return md_inline(cap_text(redact_text(flat), MAX_SUGGESTION_CHARS)), None
 
 
 def render_answer(
@@ -427,7 +417,7 @@ def render_simple_answer(content: Any, *, language: str, prompt_echoed=None) -> 
     """A SIMPLE (ungated) answer as served: visibly labelled as not checked against evidence, with
     every sentence carrying a citation-like token removed (nothing may look verified) and secrets masked."""
     language = "zh" if language == "zh" else "en"
-    body = redact_text(_visible(content or "")).strip()
+    body = md_neutralise(redact_text(str(content or ""))).strip()
     removed: list[dict[str, Any]] = []
     if prompt_echoed is not None and prompt_echoed(body):
         removed.append({"where": "simple", "reason": "prompt_echo"})

@@ -24,6 +24,7 @@ from diagnosis.agents.nodes import STATUS_BY_KIND, run_inputs
 from diagnosis.agents.runtime import AgentContext, fence_tool_output
 from diagnosis.agents.tool_loop import run_tool_loop
 from diagnosis.contracts import EXECUTOR_EVIDENCE_VERSION
+from diagnosis.markdown_text import md_inline
 from diagnosis.gatekeeper import project_verified_input, verify_bindings
 from diagnosis.graph.aiops_topology import (
     DEFAULT_MAX_ROUNDS, AiOpsNodes, Decision, build_aiops_graph, clamp_rounds, initial_aiops_state,
@@ -245,7 +246,7 @@ class AlertAgents:
                                                    suggestions=report_suggestions(markdown))
         stopped = state.get(K.FAULT) or _intake_error(state)
         if stopped:  # the reporter may not say so itself: the run does
-            text = _t("stopped_early", language, reason=stopped) + "\n\n" + text
+            text = _t("stopped_early", language, reason=md_inline(stopped)) + "\n\n" + text
         if check.removed:  # say that the reporter cited evidence that did not verify
             why = ", ".join(sorted({r for item in check.removed for r in item["reasons"].values()}))
             text += "\n" + REMOVED_NOTE["zh" if language == "zh" else "en"].format(n=len(check.removed), reasons=why) + "\n"

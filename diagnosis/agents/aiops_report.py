@@ -12,6 +12,7 @@ from diagnosis.answer_render import claim_sentence, clean_suggestion, knowledge_
 from diagnosis.answer_render import text as render_text
 from diagnosis.contracts import EXECUTOR_EVIDENCE_VERSION, BindingReason
 from diagnosis.gatekeeper import verify_bindings
+from diagnosis.markdown_text import md_cell, md_code, md_inline
 from diagnosis.model_text import foreign_citations, id_like_tokens
 
 
@@ -120,7 +121,13 @@ def _t(key: str, language: str, **values: Any) -> str:
 
 
 def _cell(value: Any, limit: int = 80) -> str:
-    return _text(value, limit).replace("|", "\\|") or "-"
+    """A table cell from alert or model text: a code span whose `|` cannot split the row."""
+    return md_cell(value, limit=limit)
+
+
+def _name(value: Any, limit: int = 80) -> str:
+    """A name from alert or model text inside a sentence or a heading: verbatim in a code span."""
+    return md_code(_text(value, limit)) or "-"
 
 
 def alert_table(alerts: list[Mapping[str, Any]], analysed: set[str], language: str) -> list[str]:
@@ -135,14 +142,14 @@ def alert_table(alerts: list[Mapping[str, Any]], analysed: set[str], language: s
 
 
 def _excerpt(text: Any) -> str:
-    return _text(text, 200).replace("`", "'")
+    return md_inline(_text(text, 200))
 
 
 def compose_alert_fallback(*, alerts: list[dict], results: list[TaskResult], reason: str, language: str,
                            intake_error: str | None = None) -> str:
     """The deterministic safe report: the alerts, what was verified for each, next steps; no root cause."""
     analysed = {a for r in results for a in r.task.alert_ids}
-    lines = [_t("degraded", language), "", _t("no_root", language, reason=reason), ""]
+    lines = [_t("degraded", language), "", _t("no_root", language, reason=re.sub(r"[^a-z0-9_:.\-]", "", str(reason).lower())[:80]), ""]
     lines += [_t("alerts_head", language), "", *alert_table(alerts, analysed, language), ""]
     lines += [_t("per_alert", language), ""]
     by_alert: dict[str, list[dict]] = {}
@@ -150,7 +157,7 @@ def compose_alert_fallback(*, alerts: list[dict], results: list[TaskResult], rea
         for alert_id in result.task.alert_ids:
             by_alert.setdefault(alert_id, []).extend(result.verified_evidence)
     for a in alerts:
-        lines.append(f"- **{_cell(a.get('alertname'))}** ({_cell(a.get('service'))})")
+        lines.append(f"- **{_name(a.get('alertname'))}** ({_name(a.get('service'))})")
         evidence = by_alert.get(a["alert_id"])
         if a["alert_id"] not in analysed:
             lines.append(f"  - {_t('not_analysed', language)}")
@@ -164,17 +171,17 @@ def compose_alert_fallback(*, alerts: list[dict], results: list[TaskResult], rea
                 if key in seen or len(seen) >= 4:
                     continue
                 seen.add(key)
-                lines.append(f"    - `{_excerpt(item.get('evidence_excerpt'))}` [{item.get('source_invocation_id')}]")
+                lines.append(f"    - “{_excerpt(item.get('evidence_excerpt'))}” [{item.get('source_invocation_id')}]")
     with_evidence = {a for r in results if r.verified_evidence for a in r.task.alert_ids}
     lines += ["", _t("conclusion", language),
               _t("conclusion_text", language, n=len(analysed), total=len(alerts), v=len(with_evidence)), ""]
     lines += [_t("risks", language), f"- {_t('risk_unfinished', language)}"]
     missing = [a for a in alerts if a["alert_id"] not in analysed]
     if missing:
-        names = ", ".join(_text(a.get("alertname"), 60) for a in missing[:10]) + (" …" if len(missing) > 10 else "")
+        names = ", ".join(_name(a.get("alertname"), 60) for a in missing[:10]) + (" …" if len(missing) > 10 else "")
         lines.append(f"- {_t('risk_not_analysed', language, n=len(missing), names=names)}")
     if intake_error:
-        lines.append(f"- {_text(intake_error, 300)}")
+        lines.append(f"- {md_inline(_text(intake_error, 300))}")
     lines += ["", _t("next", language), f"- {_t('next_logs', language)}", f"- {_t('next_retry', language)}"]
     return "\n".join(lines) + "\n"
 
@@ -203,10 +210,10 @@ def render_aiops_report(*, alerts: list[dict], results: list[TaskResult], langua
     lines = [_t("alerts_head", language), "", *alert_table(alerts, analysed, language), "", _t("per_alert", language), ""]
     removed: list[dict] = []
     cited: list[str] = []
-    names = {a["alert_id"]: _cell(a.get("alertname")) for a in alerts}
+    names = {a["alert_id"]: _name(a.get("alertname")) for a in alerts}
     for result in results:
-        covered = ", ".join(names.get(a, a) for a in result.task.alert_ids) or "-"
-        head = f"**{_cell(result.task.service)}** ({covered})"
+        covered = ", ".join(names.get(a, md_code(a)) for a in result.task.alert_ids) or "-"
+        head = f"**{_name(result.task.service)}** ({covered})"
         verified_ids = {str(e.get("source_invocation_id")) for e in result.verified_evidence}
         claims = list(result.verified_claims)
         shown = []
