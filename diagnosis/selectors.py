@@ -85,8 +85,13 @@ def run_status(*, run_pk: int) -> str | None:
 
 
 def run_suggestions(*, run: DiagnosisRun) -> list[str]:
-    """The served answer's advice that was not checked against evidence (its labelled section)."""
-    return list(SelfEvaluation.read(run.self_evaluation).verifier.suggestions)
+    """The served answer's (or alert report's) advice that was not checked against evidence (its labelled section)."""
+    return list(SelfEvaluation.read(run.self_evaluation).served_suggestions)
+
+
+def run_advice(*, run: DiagnosisRun) -> list[dict]:
+    """Every next step served, with its flags: verified (quoted from a verified runbook or case) and destructive."""
+    return [dict(a) for a in SelfEvaluation.read(run.self_evaluation).served_advice]
 
 
 def run_evidence_checked(*, run: DiagnosisRun) -> bool:

@@ -34,10 +34,13 @@ from diagnosis.contracts import RUN_ID_PATTERN
 from diagnosis.ids import is_valid_run_id
 from diagnosis.models import DiagnosisRun
 from diagnosis.observability import metrics
-from diagnosis.selectors import run_events_after, run_evidence_checked, run_get_for_user, run_status, run_suggestions
+from diagnosis.selectors import (
+    run_advice, run_events_after, run_evidence_checked, run_get_for_user, run_status, run_suggestions,
+)
 from diagnosis.services.live_progress import live_events, off_loop, run_wait_terminal, stream_slots
-from diagnosis.services.submission import run_submit
 from diagnosis.services.strategy import MODES
+from diagnosis.services.submission import run_submit
+from diagnosis.structured_diagnosis import CAUSE_KIND_IDS, CLAIM_ID_PATTERN
 
 logger = logging.getLogger(__name__)
 
@@ -59,7 +62,7 @@ def run_summary(request, run: DiagnosisRun) -> dict:
         "sessionId": run.session.session_id, "runId": run.run_id, "status": run.status, "agentFlow": run.agent_flow,
         "strategy": run.strategy, "question": run.question, "answer": run.answer or None, "degraded": run.degraded,
         "verdict": run.effective_verdict or None, "evidenceChecked": run_evidence_checked(run=run),
-        "suggestions": run_suggestions(run=run), "diagnosis": run.diagnosis if isinstance(run.diagnosis, dict) else None,
+        "suggestions": run_suggestions(run=run), "advice": run_advice(run=run), "diagnosis": run.diagnosis if isinstance(run.diagnosis, dict) else None,
         "errorCode": run.error_code or None,
         "errorMessage": run.error_message or None, "durationMs": run.duration_ms, "createdAt": run.created_at,
         "startedAt": run.started_at, "finishedAt": run.finished_at, "links": run_links(request, run),
@@ -67,25 +70,49 @@ def run_summary(request, run: DiagnosisRun) -> dict:
 
 
 class RootCauseOutput(serializers.Serializer):
-    service = serializers.CharField(allow_null=True, help_text="the service the root-cause claim names")
-    cause = serializers.CharField(allow_null=True, help_text="the cause category, e.g. oom_killed, dns_failure")
-    summary = serializers.CharField(help_text="the verified root-cause statement (quoted evidence not included)")
-    startedAt = serializers.CharField(allow_null=True, help_text="ISO 8601 onset of the cause, when known")
-    claimIds = serializers.ListField(child=serializers.CharField(), help_text="the verified claims it rests on")
+    service = serializers.CharField(allow_null=True, help_text="the service label of the records the root-cause "
+                                                               "claims cite (server-derived); null when they name none")
+    cause = serializers.ChoiceField(list(CAUSE_KIND_IDS), allow_null=True,
+                                    help_text="a fault-kind id of the closed taxonomy (diagnosis/localisation/taxonomy.py)")
+    summary = serializers.CharField(help_text="plain text: the verified root-cause statement (quoted evidence not "
+                                              "included); escape it before putting it in HTML or Markdown")
+    startedAt = serializers.CharField(allow_null=True, help_text="ISO 8601: the earliest timestamp of the cited records")
+    claimIds = serializers.ListField(child=serializers.RegexField(CLAIM_ID_PATTERN),
+                                     help_text="the verified claims it rests on")
+    basis = serializers.ChoiceField(("observed", "knowledge_only"), help_text=(
+        "knowledge_only: the root cause rests only on runbooks or past cases, not on this incident's telemetry; "
+        "the run's verdict is then at most LOW_CONFID"))
 
 
 class SymptomOutput(serializers.Serializer):
-    service = serializers.CharField()
-    summary = serializers.CharField()
-    claimIds = serializers.ListField(child=serializers.CharField())
+    service = serializers.CharField(help_text="the service label of the records the claim cites")
+    summary = serializers.CharField(help_text="plain text: the verified statement")
+    claimIds = serializers.ListField(child=serializers.RegexField(CLAIM_ID_PATTERN))
+
+
+class CoverageOutput(serializers.Serializer):
+    alertsAnalysed = serializers.IntegerField(min_value=0)
+    alertsReceived = serializers.IntegerField(min_value=0)
 
 
 class StructuredDiagnosisOutput(serializers.Serializer):
     rootCause = RootCauseOutput(allow_null=True)
-    nothingWrong = serializers.BooleanField(help_text="the evidence shows no problem")
+    nothingWrong = serializers.BooleanField(help_text="the evidence shows no problem (never while a cited record is "
+                                                      "an error log line, a firing alert or a Warning event)")
     undetermined = serializers.BooleanField(
         help_text="a problem whose cause this run could not establish; never healthy and never PASS")
     symptoms = SymptomOutput(many=True)
+    coverage = CoverageOutput(required=False, help_text="alert analyses (AI_OPS) only: alerts analysed out of received")
+
+
+class AdviceOutput(serializers.Serializer):
+    text = serializers.CharField(help_text="inert Markdown: a quoted runbook/case step, or advice not checked "
+                                           "against evidence")
+    verified = serializers.BooleanField(help_text="true only for a step quoted from a verified runbook or case excerpt")
+    destructive = serializers.BooleanField(help_text="the step contains a destructive command (deletes data or "
+                                                     "resources, force-pushes, pipes a download into a shell); "
+                                                     "never verified, always shown with a warning")
+    claimId = serializers.RegexField(CLAIM_ID_PATTERN, allow_null=True)
 
 
 class RunOutput(serializers.Serializer):
@@ -100,7 +127,9 @@ class RunOutput(serializers.Serializer):
     verdict = serializers.ChoiceField(DiagnosisRun.Verdict.choices, allow_null=True)
     evidenceChecked = serializers.BooleanField(help_text="false for SIMPLE answers, which no Gatekeeper checked")
     suggestions = serializers.ListField(child=serializers.CharField(),
-                                        help_text="advice in the answer that was not checked against evidence")
+                                        help_text="advice in the answer that was not checked against evidence "
+                                                  "(inert Markdown)")
+    advice = AdviceOutput(many=True, help_text="every next step of the answer with its flags")
     diagnosis = StructuredDiagnosisOutput(allow_null=True, help_text="null until a diagnosis run succeeds")
     errorCode = serializers.CharField(allow_null=True)
     errorMessage = serializers.CharField(allow_null=True)
