@@ -266,6 +266,10 @@ class CaseLibraryEntry(models.Model):
     )
     published_at = models.DateTimeField(null=True, blank=True)
     tags = models.JSONField(default=list, blank=True)
+    # Raised whenever the claims change or the case is published: a run that retrieves the case records the
+    # version it saw, and a replay says when that version is no longer published (withdrawn).
+    version = models.PositiveIntegerField(default=1)
+    withdrawn_at = models.DateTimeField(null=True, blank=True)
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
     )
@@ -278,7 +282,12 @@ class CaseLibraryEntry(models.Model):
         verbose_name_plural = "case library"
 
     def __str__(self) -> str:
-        return f"case: {self.question[:60]}" if self.question else "case"
+        return self.case_id
+
+    @property
+    def case_id(self) -> str:
+        """The case's public name in retrieval results: it never reveals the run it came from."""
+        return f"case-{self.pk}"
 
 
 class KnowledgeDocument(models.Model):
