@@ -282,7 +282,7 @@ class CaseLibraryEntry(models.Model):
         verbose_name_plural = "case library"
 
     def __str__(self) -> str:
-        return self.case_id
+        return f"case: {self.question[:60]}" if self.question else self.case_id
 
     @property
     def case_id(self) -> str:

@@ -70,9 +70,10 @@ def verified_claims(self_evaluation) -> list[dict]:
     sections = render.get("sections") if isinstance(render.get("sections"), dict) else {}
     shown = {c for ids in sections.values() if isinstance(ids, list) for c in ids if isinstance(c, str)}
     shown -= {r.get("claim_id") for r in render.get("removed") or () if isinstance(r, dict) and r.get("where") == "render"}
+    legacy = "sections" not in render  # stored before answers recorded what they showed: every verified claim
     kept = []
     for claim in evaluation.verified_claims:
-        if str(claim.claim_id) not in shown:
+        if not legacy and str(claim.claim_id) not in shown:
             continue
         evidence = [{k: str(b.get(k, ""))[:2000] for k in BINDING_FIELDS} for b in claim.evidence]
         if evidence:
