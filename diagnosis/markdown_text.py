@@ -24,6 +24,8 @@ _TAG_OPEN = re.compile(r"<(?=[A-Za-z/!?])")
 # "]" that would close link text or a label before a destination, a reference or a definition.
 _LINK_CLOSE = re.compile(r"\](?=[(\[:])")
 _IMAGE_OPEN = re.compile(r"!\[")
+# "&" that would start an entity or character reference (shown decoded, not as written).
+_ENTITY = re.compile(r"&(?=#?[A-Za-z0-9]+;)")
 # A backslash that would escape the next character (CommonMark escapes only ASCII punctuation).
 _ESCAPING_BACKSLASH = re.compile(r"\\(?=[!-/:-@\[-`{-~])")
 # What a GFM renderer links by itself (extended autolinks): URLs with a scheme, www. hosts, e-mail
@@ -61,6 +63,7 @@ def md_code(value: object, *, fence: str | None = None) -> str:
 def _escape_run(text: str) -> str:
     text = _ESCAPING_BACKSLASH.sub(r"\\\\", text)
     text = _TAG_OPEN.sub(r"\\<", text)
+    text = _ENTITY.sub(r"\\&", text)
     text = _IMAGE_OPEN.sub(r"!\\[", text)
     return _LINK_CLOSE.sub(r"\\]", text)
 
@@ -68,8 +71,9 @@ def _escape_run(text: str) -> str:
 def md_inline(value: object) -> str:
     """`value` as inline Markdown text that renders as written and activates nothing.
 
-    Escaped only where it would become active: a `<` opening a tag or autolink, a `]` closing link
-    text, `![`, and a backslash that would escape one of those. URLs and e-mail addresses (which GFM
+    Escaped only where it would become active or be read otherwise than written: a `<` opening a tag
+    or autolink, a `]` closing link text, `![`, an `&` starting an entity, and a backslash that would
+    escape the next character. URLs and e-mail addresses (which GFM
     renderers link by themselves) go into code spans, fenced longer than any backtick run of the
     text, so no backtick of the text can pair with them.
     """

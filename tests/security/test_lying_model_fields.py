@@ -47,7 +47,7 @@ CONTRACTS = {
     "TraceOutput.toolInvocations": "audit",
 }
 SUGGESTION_HEADINGS = tuple(ANSWER_TEXT["suggestions"].values())
-PERMISSIVE = MarkdownIt("commonmark", {"html": True, "linkify": True}).enable(["table", "strikethrough", "linkify"])
+PERMISSIVE = MarkdownIt("commonmark", {"html": True}).enable(["table", "strikethrough"])  # raw HTML on
 
 
 def hostile(token: str) -> str:
