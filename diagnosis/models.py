@@ -1,3 +1,4 @@
+# size: every model of the write side lives here (SPEC §1); each is a table and its few lines.
 """The audit data model: sessions, runs, steps, tool invocations, cases and knowledge.
 
 Table names follow the seed documents. Status fields are moved only by

@@ -11,7 +11,7 @@ from django.urls import reverse
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from diagnosis.api.chat import StructuredDiagnosisOutput
+from diagnosis.api.run_output import StructuredDiagnosisOutput
 from diagnosis.contracts import orchestration_trace_read
 from diagnosis.ids import RUN_ID_RE, SESSION_ID_RE
 from diagnosis.models import DiagnosisRun
