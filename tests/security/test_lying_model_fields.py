@@ -192,3 +192,99 @@ def _live_token(page: str, token: str) -> list[str]:
         live += [f"attribute {k} of <{tag}>" for k, v in element.attrib.items()
                  if token in k or (token in v and (k.startswith("on") or k in ACTIVE_ATTRIBUTES))]
     return live
+
+
+# --------------------------------------------------------------------------- tokens in every tool field
+
+TOOL_TOKEN = "TOOLTOK7731"
+MARKUP = f"<img src=x onerror=alert('{TOOL_TOKEN}')> [x](http://evil.example/{TOOL_TOKEN}) ![p](http://evil.example/{TOOL_TOKEN}.png)"
+
+
+class HostileTelemetry:
+    """A backend whose every string field carries the tool token inside live markup."""
+
+    def query_logs(self, **args):
+        records = [{"timestamp": "2026-12-01T10:00:0%dZ" % i, "service": f"{TOOL_TOKEN}<b>svc</b>", "level": "ERROR",
+                    "message": f"pool exhausted {MARKUP} line {i}"} for i in range(3)]
+        return {"backend": "hostile", "records": records, "total": 3, "truncated": False}
+
+    def query_metrics(self, **args):
+        return {"backend": "hostile", "series": [{"labels": {"__name__": f"m_{TOOL_TOKEN}", "service": MARKUP},
+                                                  "values": [[1764410400, "1"]], "description": MARKUP}]}
+
+    def query_alerts(self):
+        return {"backend": "hostile", "alerts": [{"labels": {"alertname": MARKUP, "service": MARKUP, "severity": MARKUP},
+                                                  "annotations": {"summary": MARKUP}, "state": "firing",
+                                                  "activeAt": "2026-12-01T10:00:00Z"}]}
+
+    def query_kubernetes(self, **args):
+        return {"backend": "hostile", "pods": [], "events": [{"type": "Warning", "reason": MARKUP, "message": MARKUP}]}
+
+
+def test_tool_fields_stay_inert_in_every_field_and_page(openai_llm, demo_knowledge, make_run, client, support_user):
+    from diagnosis.services import wiring
+    from tests.diagnosis.conftest import tool_outputs
+    from tests.security.test_lying_model import Script, evidence
+    from tests.support.fake_openai import Reply
+
+    def executor(request):
+        logs = next(o for o in tool_outputs(request) if o["tool"] == "query_logs")
+        message = logs["result"]["records"][0]["message"]
+        return evidence({"claim_id": "c1", "statement": "payment-service cannot get connections.",
+                         "evidence": [{"source_invocation_id": logs["invocation_id"], "tool_name": "query_logs",
+                                       "raw_path": "$.records[0].message", "evidence_excerpt": message}]})
+
+    play(openai_llm, Script(executor=executor))
+    with wiring.telemetry_override(HostileTelemetry()):
+        run = run_execute(run_id=make_run(QUESTION).run_id)
+    run.refresh_from_db()
+    assert run.status == "SUCCESS" and TOOL_TOKEN in run.answer  # the control: the quoted excerpt is served
+    assert active_markup(PERMISSIVE.render(run.answer)) == []
+    assert run.diagnosis["rootCause"]["service"] is None  # a label that is no service name is never one
+    for name, body in _responses(run):
+        for path in _token_paths(body, name):
+            contract = contract_of(path)
+            assert contract in ("audit", "answer", "labelled") or path.endswith((".summary", ".text")), path
+    assert not any(TOOL_TOKEN in json.dumps(e.data) for e in run_events_after(run_pk=run.pk, after=0, limit=1000))
+    support_user.is_superuser = True
+    support_user.save()
+    client.force_login(support_user)
+    page = client.get(f"/admin/diagnosis/diagnosisrun/{run.pk}/change/").content.decode()
+    assert TOOL_TOKEN in page and _live_token(page, TOOL_TOKEN) == []
+
+
+def _token_paths(value, path: str) -> list[str]:
+    if isinstance(value, dict):
+        return [p for k, v in value.items() for p in _token_paths(v, f"{path}.{k}")]
+    if isinstance(value, list):
+        return [p for v in value for p in _token_paths(v, f"{path}[]")]
+    return [path] if isinstance(value, str) and TOOL_TOKEN in value else []
+
+
+def test_alert_labels_and_a_model_chosen_task_service_stay_inert(openai_llm, demo_knowledge, client, support_user):
+    """An alert analysis whose alert labels and whose planner-chosen task service carry live markup."""
+    from diagnosis.services.aiops import aiops_submit
+    from diagnosis.services.execution import run_execute
+    from tests.support.fake_openai import Reply
+
+    labels = {"alertname": f"X{TOOL_TOKEN}<img src=x onerror=alert(1)>", "service": f"<svg onload=alert(1)>{TOOL_TOKEN}",
+              "severity": "critical|<b>x</b>"}
+    openai_llm.enqueue(Reply.json({"decision": "PLAN", "plan": [{"task_id": "t1", "alert_ids": ["a1"], "goal": "look",
+                                                                 "service": f"![i](http://evil.example/{TOOL_TOKEN}.png)"}]}),
+                       Reply.json({"decision": "EXECUTE", "task_id": "t1"}),
+                       Reply.json({"status": "COMPLETED", "summary": "s", "evidence": [], "nextHint": ""}),
+                       Reply.json({"decision": "FINISH"}), role="aiops")
+    openai_llm.always(Reply.json({"status": "FINISH", "report_markdown": f"Check [here](http://evil.example/{TOOL_TOKEN})"}),
+                      role="aiops")
+    submission = aiops_submit(user=support_user, payload={"alerts": [{"labels": labels, "state": "firing"}]})
+    run = run_execute(run_id=submission.run.run_id)
+    run.refresh_from_db()
+    assert run.status == "SUCCESS" and TOOL_TOKEN in run.answer
+    assert f"evil.example/{TOOL_TOKEN}.png" in run.answer  # the control: the task heading is in the report
+    for markdown in [run.answer]:
+        assert active_markup(PERMISSIVE.render(markdown)) == [], markdown
+    support_user.is_superuser = True
+    support_user.save()
+    client.force_login(support_user)
+    page = client.get(f"/admin/diagnosis/diagnosisrun/{run.pk}/change/").content.decode()
+    assert _live_token(page, TOOL_TOKEN) == []
