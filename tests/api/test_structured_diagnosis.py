@@ -133,3 +133,31 @@ def test_nothing_wrong_stands_over_quiet_records(openai_llm, make_run, demo_know
     run = _lying_run(openai_llm, make_run, statement="payment-service logs look routine.", level_error=False,
                      choice={"outcome": "nothing_wrong"}, extra_plan={"root_cause": [], "evidence": ["c1"]})
     assert run.diagnosis["nothingWrong"] is True and run.diagnosis["rootCause"] is None
+
+
+@pytest.mark.django_db
+def test_a_root_cause_resting_only_on_a_runbook_is_labelled_and_capped(openai_llm, make_run, demo_knowledge):
+    from diagnosis.services.execution import run_execute
+    from tests.diagnosis.conftest import tool_outputs, user_payload
+    from tests.security.test_lying_model import PLAN, Script, evidence, play
+    from tests.support.fake_openai import Reply, answer_plan
+
+    def executor(request):
+        kb = next(o for o in tool_outputs(request) if o["tool"] == "lookup_knowledge")
+        content = kb["result"]["results"][0]["content"]
+        excerpt = next(line.strip(" -*#") for line in content.splitlines() if len(line.strip(" -*#")) > 30)
+        return evidence({"claim_id": "c1", "statement": "The runbook names pool exhaustion as the usual cause.",
+                         "evidence": [{"source_invocation_id": kb["invocation_id"], "tool_name": "lookup_knowledge",
+                                       "raw_path": "$.results[0].content", "evidence_excerpt": excerpt}]})
+
+    play(openai_llm, Script(executor=executor, tool_args={"query": "payment-service connection pool exhausted"},
+                            tool_name="lookup_knowledge",
+                            composer=lambda r: Reply.json({**answer_plan(user_payload(r)),
+                                                           "diagnosis": {"outcome": "root_cause", "cause": "resource.pool"}})))
+    run = run_execute(run_id=make_run("Why is payment-service failing?").run_id)
+    run.refresh_from_db()
+    assert run.status == "SUCCESS", (run.error_code, run.error_message)
+    root = run.diagnosis["rootCause"]
+    assert root["basis"] == "knowledge_only" and root["service"] is None
+    assert run.effective_verdict == "LOW_CONFID"
+    assert "A similar past incident or runbook describes" in run.answer
