@@ -288,3 +288,53 @@ def test_alert_labels_and_a_model_chosen_task_service_stay_inert(openai_llm, dem
     client.force_login(support_user)
     page = client.get(f"/admin/diagnosis/diagnosisrun/{run.pk}/change/").content.decode()
     assert _live_token(page, TOOL_TOKEN) == []
+
+
+def test_no_console_page_makes_a_planted_token_active(openai_llm, demo_knowledge, make_run, client, support_user):
+    """Every console page reachable from the admin index (every list, and the change page of every row
+    listed), after a run with a token in every tool field, a lying composer and an invented tool name."""
+    from diagnosis.services import wiring
+    from diagnosis.services.feedback import run_feedback_give
+    from tests.security.test_lying_model import Script, evidence
+    from tests.support.fake_openai import Reply
+
+    token = "PAGETOK5519"
+
+    def executor(request):
+        from tests.diagnosis.conftest import tool_outputs
+
+        logs = next(o for o in tool_outputs(request) if o["tool"] == "query_logs")
+        message = logs["result"]["records"][0]["message"]
+        return evidence({"claim_id": "c1", "statement": f"payment-service <img src=x onerror=alert(1)> {TOOL_TOKEN}.",
+                         "evidence": [{"source_invocation_id": logs["invocation_id"], "tool_name": "query_logs",
+                                       "raw_path": "$.records[0].message", "evidence_excerpt": message}]})
+
+    composer = lambda r: Reply.json({"version": "answer_plan_v1", "root_cause": ["c1"],  # noqa: E731
+                                     "next_steps": [{"text": f"<svg onload=alert(1)>{token} [x](http://evil.example/{token})"}],
+                                     "diagnosis": {"outcome": "root_cause", "service": f"<b>{token}</b>", "cause": token}})
+    play(openai_llm, Script(executor=executor, composer=composer))
+    with wiring.telemetry_override(HostileTelemetry()):
+        run = run_execute(run_id=make_run(QUESTION).run_id)
+    run.refresh_from_db()
+    assert run.status == "SUCCESS"
+    run_feedback_give(user=run.session.owner, run=run, feedback="useful", comment=f"<img src=x onerror=alert(1)>{token}")
+    support_user.is_superuser = True
+    support_user.save()
+    client.force_login(support_user)
+    index = client.get("/admin/").content.decode()
+    lists = sorted(set(re.findall(r'href="(/admin/[a-z_]+/[a-z_]+/)"', index)))
+    assert any("diagnosisrun" in url for url in lists)
+    pages, live, seen = list(lists), [], set()
+    for url in lists:
+        body = client.get(url).content.decode()
+        pages += sorted(set(re.findall(rf'href="({re.escape(url)}\d+/change/)"', body)))[:3]
+    for url in dict.fromkeys(pages):
+        response = client.get(url)
+        assert response.status_code == 200, url
+        body = response.content.decode()
+        seen |= {t for t in (token, TOOL_TOKEN) if t in body}
+        live += [f"{url}: {p}" for t in (token, TOOL_TOKEN) for p in _live_token(body, t)]
+        live += [f"{url}: active markup" for t in (token, TOOL_TOKEN)
+                 if re.search(rf"<(img|svg|script|iframe)[^>]*{t}|{t}[^<]*</(?:script|svg)>", body)]
+    assert len(pages) > len(lists) and seen == {token, TOOL_TOKEN}  # the control: both reach pages, as text
+    assert live == []
