@@ -97,6 +97,19 @@ def env_list(name: str, default: list[str], *, environ: dict | None = None) -> l
     return items
 
 
+def env_subset(name: str, default: list[str], choices: tuple[str, ...], *, environ: dict | None = None) -> list[str]:
+    """A comma-separated list whose every entry is one of ``choices`` (no repeats)."""
+    items = env_list(name, default, environ=environ)
+    unknown = [item for item in items if item not in choices]
+    if unknown:
+        raise ImproperlyConfigured(
+            f"{name} has {', '.join(repr(u) for u in unknown)}, which is not supported; use any of: {', '.join(choices)}."
+        )
+    if len(set(items)) != len(items):
+        raise ImproperlyConfigured(f"{name}={','.join(items)!r} names an entry twice.")
+    return items
+
+
 def env_url(name: str, default: str | None, *, schemes: tuple[str, ...] = ("http", "https"),
             environ: dict | None = None) -> str | None:
     value = _raw(name, environ)

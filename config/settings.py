@@ -11,7 +11,7 @@ from pathlib import Path
 from django.core.exceptions import ImproperlyConfigured
 
 from config.env import (
-    env_bool, env_choice, env_float, env_int, env_list, env_str, env_url,
+    env_bool, env_choice, env_float, env_int, env_list, env_str, env_subset, env_url,
     parse_database_url, parse_redis_url,
 )
 
@@ -207,6 +207,27 @@ if LOGS_BACKEND == "loki" and not LOKI_URL:
     raise ImproperlyConfigured("LOKI_URL is required when LOGS_BACKEND=loki.")
 BACKEND_TIMEOUT_SECONDS = env_float("BACKEND_TIMEOUT_SECONDS", 5.0, minimum=0.1, maximum=120)
 DEMO_SCENARIOS_DIR = Path(env_str("DEMO_SCENARIOS_DIR", str(BASE_DIR / "diagnosis" / "demo" / "scenarios")))
+
+# --- Traces and changes (query_traces, query_changes; docs/TOOLS.md) -----------------------------------
+TRACES_BACKEND = env_choice("TRACES_BACKEND", "demo", ("demo", "tempo", "jaeger"))
+TEMPO_URL = env_url("TEMPO_URL", None)
+TEMPO_TENANT = env_str("TEMPO_TENANT")
+JAEGER_URL = env_url("JAEGER_URL", None)
+JAEGER_API = env_choice("JAEGER_API", "internal", ("internal", "v3"))  # v3: Jaeger releases without /api/traces
+if TRACES_BACKEND == "tempo" and not TEMPO_URL:
+    raise ImproperlyConfigured("TEMPO_URL is required when TRACES_BACKEND=tempo.")
+if TRACES_BACKEND == "jaeger" and not JAEGER_URL:
+    raise ImproperlyConfigured("JAEGER_URL is required when TRACES_BACKEND=jaeger.")
+CHANGES_BACKEND = env_choice("CHANGES_BACKEND", "demo", ("demo", "kubernetes"))
+ARGOCD_URL = env_url("ARGOCD_URL", None)
+ARGOCD_TOKEN = env_str("ARGOCD_TOKEN")
+ARGOCD_APP_NAMESPACE = env_str("ARGOCD_APP_NAMESPACE")
+CHANGES_SOURCES = env_subset("CHANGES_SOURCES", ["rollout", "config", "secret", "helm"] + (["argocd"] if ARGOCD_URL else []),
+                             ("rollout", "config", "secret", "helm", "argocd"))
+# Helm's own variable and spellings: where the release history is stored (one Secret or ConfigMap per revision).
+HELM_DRIVER = env_choice("HELM_DRIVER", "secret", ("secret", "secrets", "configmap", "configmaps")).removesuffix("s")
+if "argocd" in CHANGES_SOURCES and CHANGES_BACKEND == "kubernetes" and not (ARGOCD_URL and ARGOCD_TOKEN):
+    raise ImproperlyConfigured("ARGOCD_URL and ARGOCD_TOKEN are required when CHANGES_SOURCES lists argocd.")
 
 # --- Run limits and budgets --------------------------------------------------------------------------
 DIAGNOSIS_MAX_TOOL_CALLS = env_int("DIAGNOSIS_MAX_TOOL_CALLS", 12, minimum=1, maximum=100)

@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
+from diagnosis.demo.traces_changes import EvidenceFileError, load_changes, load_traces
+
 __all__ = [
     "SCENARIOS_DIR",
     "REQUIRED_FILES",
@@ -56,6 +58,8 @@ class Scenario:
     ground_truth: dict[str, Any]
     runbooks: tuple[Path, ...]
     kubernetes: dict[str, Any] = field(default_factory=dict)  # optional kubernetes.json: pods and events
+    traces: tuple[dict[str, Any], ...] = ()  # optional traces.json: trace templates (traces_changes.py)
+    changes: tuple[dict[str, Any], ...] = ()  # optional changes.json: change records (traces_changes.py)
 
 
 def shipped_scenarios() -> list[Path]:
@@ -220,7 +224,15 @@ def load_scenario(path: Path | str) -> Scenario:
         ground_truth=load_ground_truth(path),
         runbooks=runbooks,
         kubernetes=_load_kubernetes(path / "kubernetes.json"),
+        **_load_traces_and_changes(path),
     )
+
+
+def _load_traces_and_changes(path: Path) -> dict[str, Any]:
+    try:
+        return {"traces": load_traces(path / "traces.json"), "changes": load_changes(path / "changes.json")}
+    except EvidenceFileError as exc:
+        raise ScenarioError(str(exc)) from None
 
 
 def _load_kubernetes(file: Path) -> dict[str, Any]:

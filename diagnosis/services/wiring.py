@@ -13,6 +13,13 @@ from diagnosis.llm.base import ChatModel
 from diagnosis.llm.openai_model import build_chat_model
 from diagnosis.models import CaseLibraryEntry, KnowledgeChunk
 from diagnosis.tools.knowledge_index import Chunk, KnowledgeIndex
+from diagnosis.tools.backends.argocd import ArgoCDSource
+from diagnosis.tools.backends.changes import ChangesBackend
+from diagnosis.tools.backends.helm import HelmHistorySource
+from diagnosis.tools.backends.jaeger import JaegerBackend
+from diagnosis.tools.backends.kubernetes_api import KubernetesReader
+from diagnosis.tools.backends.kubernetes_changes import KubernetesChangeSource
+from diagnosis.tools.backends.tempo import TempoBackend
 from diagnosis.tools.registry import Backends
 
 _lock = threading.Lock()
@@ -88,6 +95,35 @@ def kubernetes_backend():
         return KubernetesBackend.from_environment(default_namespace=settings.KUBERNETES_NAMESPACE,
                                                   timeout=settings.BACKEND_TIMEOUT_SECONDS)
     return demo_backend()
+
+
+def traces_backend():
+    """TRACES_BACKEND: ``demo`` (scenario traces.json files), ``tempo`` or ``jaeger`` (their HTTP APIs)."""
+    timeout = settings.BACKEND_TIMEOUT_SECONDS
+    if settings.TRACES_BACKEND == "tempo":
+        return TempoBackend(settings.TEMPO_URL, timeout_seconds=timeout, tenant=settings.TEMPO_TENANT)
+    if settings.TRACES_BACKEND == "jaeger":
+        return JaegerBackend(settings.JAEGER_URL, api=settings.JAEGER_API, timeout_seconds=timeout)
+    return demo_backend()
+
+
+def changes_backend():
+    """CHANGES_BACKEND: ``demo`` (scenario changes.json files) or ``kubernetes``: the sources of
+    CHANGES_SOURCES (rollouts, ConfigMaps, Secrets, Helm from the cluster; Argo CD from its API)."""
+    if settings.CHANGES_BACKEND != "kubernetes":
+        return demo_backend()
+    timeout = settings.BACKEND_TIMEOUT_SECONDS
+    wanted = set(settings.CHANGES_SOURCES)
+    reader = KubernetesReader(timeout=timeout)  # connects at the first call: a missing cluster fails a call, not a run
+    sources = []
+    if wanted & {"rollout", "config", "secret"}:
+        sources.append(KubernetesChangeSource(reader, kinds=sorted(wanted & {"rollout", "config", "secret"})))
+    if "helm" in wanted:
+        sources.append(HelmHistorySource(reader, driver=settings.HELM_DRIVER))
+    if "argocd" in wanted:
+        sources.append(ArgoCDSource(settings.ARGOCD_URL, settings.ARGOCD_TOKEN, app_namespace=settings.ARGOCD_APP_NAMESPACE,
+                                    timeout_seconds=timeout))
+    return ChangesBackend(sources, default_namespace=settings.KUBERNETES_NAMESPACE)
 
 
 def case_text(claims) -> str:
@@ -186,7 +222,7 @@ _override: dict = {"telemetry": None}
 
 
 class telemetry_override:
-    """Serve logs, metrics and alerts from one backend for a while (the evaluation harness)."""
+    """Serve logs, metrics, alerts, Kubernetes, traces and changes from one backend for a while (the evaluation harness)."""
 
     def __init__(self, backend):
         self.backend = backend
@@ -201,8 +237,9 @@ class telemetry_override:
 
 def backends() -> Backends:
     if _override["telemetry"] is not None:
-        logs = metrics = alerts = kubernetes = _override["telemetry"]
+        logs = metrics = alerts = kubernetes = traces = changes = _override["telemetry"]
     else:
         logs, metrics, alerts = telemetry_backends()
-        kubernetes = kubernetes_backend()
-    return Backends(logs=logs, metrics=metrics, alerts=alerts, knowledge=KnowledgeSearch(), kubernetes=kubernetes)
+        kubernetes, traces, changes = kubernetes_backend(), traces_backend(), changes_backend()
+    return Backends(logs=logs, metrics=metrics, alerts=alerts, knowledge=KnowledgeSearch(), kubernetes=kubernetes,
+                    traces=traces, changes=changes)

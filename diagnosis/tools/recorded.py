@@ -16,7 +16,7 @@ from typing import Any, Iterable, Protocol
 
 from diagnosis.redaction import redact_value
 from diagnosis.tools.backends.base import BackendError
-from diagnosis.tools.registry import TOOL_SCHEMAS, Backends
+from diagnosis.tools.registry import TOOL_SCHEMAS, Backends, call_optional_backend
 
 RECORDED, NOT_IN_RECORDING, LIVE_FALLBACK = "recorded", "not_in_recording", "live_fallback"
 
@@ -72,7 +72,7 @@ class Served:
 
 
 class RecordedBackend:
-    """Logs, metrics, alerts, Kubernetes and knowledge, all answered from one recorded run."""
+    """Logs, metrics, alerts, Kubernetes, traces, changes and knowledge, all answered from one recorded run."""
 
     def __init__(self, calls: Iterable[RecordedCall], *, live: Backends | None = None,
                  cases_check=None):
@@ -119,12 +119,13 @@ class RecordedBackend:
         return self._serve("query_alerts", {}, lambda: self.live.alerts.query_alerts())
 
     def query_kubernetes(self, **args) -> Any:
-        def live():
-            if self.live.kubernetes is None:
-                raise BackendError("no Kubernetes backend is configured (KUBERNETES_BACKEND)", backend="kubernetes")
-            return self.live.kubernetes.query_kubernetes(**args)
+        return self._serve("query_kubernetes", args, lambda: call_optional_backend(self.live, "query_kubernetes", args))
 
-        return self._serve("query_kubernetes", args, live)
+    def query_traces(self, **args) -> Any:
+        return self._serve("query_traces", args, lambda: call_optional_backend(self.live, "query_traces", args))
+
+    def query_changes(self, **args) -> Any:
+        return self._serve("query_changes", args, lambda: call_optional_backend(self.live, "query_changes", args))
 
     def search(self, *, query: str, top_k: int, exclude_chunk_ids: set[str]) -> list[dict[str, Any]]:
         def live():
@@ -136,4 +137,4 @@ class RecordedBackend:
         return self.cases_check(results) if self.cases_check is not None else results
 
     def backends(self) -> Backends:
-        return Backends(logs=self, metrics=self, alerts=self, knowledge=self, kubernetes=self)
+        return Backends(logs=self, metrics=self, alerts=self, knowledge=self, kubernetes=self, traces=self, changes=self)

@@ -76,6 +76,44 @@ TOOL_SCHEMAS: dict[str, dict[str, Any]] = {
             "additionalProperties": False,
         },
     },
+    "query_traces": {
+        "description": "Distributed traces of a service (or one trace by id): spans with service, operation, parent, "
+                       "status, duration and attributes, and per caller->callee edge the calls, errors and latency "
+                       "percentiles over the window. Read-only.",
+        "parameters": {
+            "type": "object",
+            "properties": {
+                "service": {"type": "string", "description": "Traces with a span of this service."},
+                "operation": {"type": "string", "description": "Only spans of this operation, e.g. 'POST /orders'."},
+                "trace_id": {"type": "string", "description": "One trace, whole (hex id); no other filter needed."},
+                "status": {"type": "string", "enum": ["any", "error"], "default": "any",
+                           "description": "'error': only traces with an error span (of the service)."},
+                "min_duration": {"type": "string", "description": "Only spans at least this long, e.g. 500ms or 2s."},
+                "start": {"type": "string", "description": "ISO-8601 UTC; default 60 minutes before end."},
+                "end": {"type": "string", "description": "ISO-8601 UTC; default now."},
+                "limit": {"type": "integer", "minimum": 1, "maximum": 50, "default": 20,
+                          "description": "How many traces to read."},
+            },
+            "additionalProperties": False,
+        },
+    },
+    "query_changes": {
+        "description": "What changed, oldest first: Kubernetes rollouts (Deployment, StatefulSet, DaemonSet revisions "
+                       "with image or spec differences), ConfigMap and Secret updates (names and times, never "
+                       "values), Helm release history and Argo CD syncs. Read-only.",
+        "parameters": {
+            "type": "object",
+            "properties": {
+                "service": {"type": "string", "description": "A workload, release or application name; default all."},
+                "namespace": {"type": "string", "description": "Default: the configured namespace."},
+                "kind": {"type": "string", "enum": ["rollout", "config", "secret", "helm", "argocd"],
+                         "description": "Only changes of this kind; default every kind."},
+                "start": {"type": "string", "description": "ISO-8601 UTC; default 24 hours before end."},
+                "end": {"type": "string", "description": "ISO-8601 UTC; default now."},
+            },
+            "additionalProperties": False,
+        },
+    },
     "query_alerts": {
         "description": "The currently firing or pending alerts.",
         "parameters": {"type": "object", "properties": {}, "additionalProperties": False},
@@ -132,6 +170,25 @@ class Backends:
     alerts: AlertsBackend
     knowledge: KnowledgeSearch
     kubernetes: Any = None  # a backend with ``query_kubernetes``; None: the tool answers "not configured"
+    traces: Any = None  # a backend with ``query_traces`` (tempo, jaeger, demo); None: "not configured"
+    changes: Any = None  # a backend with ``query_changes`` (kubernetes + helm + argocd, demo); None: "not configured"
+
+
+# Tools whose backend may be absent: tool -> (Backends attribute, what it is called, the setting that configures it).
+OPTIONAL_BACKENDS = {
+    "query_kubernetes": ("kubernetes", "Kubernetes", "KUBERNETES_BACKEND"),
+    "query_traces": ("traces", "traces", "TRACES_BACKEND"),
+    "query_changes": ("changes", "changes", "CHANGES_BACKEND"),
+}
+
+
+def call_optional_backend(backends: Backends, tool: str, args: dict[str, Any]) -> Any:
+    """``tool`` on its backend, or a BackendError saying which setting configures it."""
+    attribute, label, setting = OPTIONAL_BACKENDS[tool]
+    backend = getattr(backends, attribute)
+    if backend is None:
+        raise BackendError(f"no {label} backend is configured ({setting})", backend=attribute)
+    return getattr(backend, tool)(**args)
 
 
 class ToolArgumentError(ValueError):
@@ -167,6 +224,8 @@ def _check_arguments(name: str, arguments: Any) -> dict[str, Any]:
             raise ToolArgumentError(key, f"must be a string, got {type(value).__name__}")
         elif len(value) > 2000:
             raise ToolArgumentError(key, "is longer than 2000 characters")
+        elif "enum" in props[key] and value not in props[key]["enum"]:
+            raise ToolArgumentError(key, f"must be one of {', '.join(props[key]['enum'])}, got {value!r}")
         clean[key] = value
     if name == "query_kubernetes" and not (clean.get("name") or clean.get("selector")):
         raise ToolArgumentError("name", "give a name or a label selector (e.g. app=checkout)")
@@ -182,12 +241,13 @@ def cap_result(result: Any, max_bytes: int) -> tuple[Any, bool]:
         return result, False
     if isinstance(result, dict):
         result = dict(result)
-        for key in ("records", "series", "alerts", "results", "events", "pods"):
+        # Trace spans go before trace summaries and edges: the edges aggregate every span.
+        for key in ("records", "series", "alerts", "results", "events", "pods", "spans", "traces", "changes", "edges"):
             items = result.get(key)
             if isinstance(items, list) and items:
                 keep = list(items)
-                # Log records are oldest-first: the newest lines matter most, so drop from the front.
-                newest_last = key in ("records", "events")
+                # Log records, events and changes are oldest-first: the newest matter most, so drop from the front.
+                newest_last = key in ("records", "events", "changes")
                 while keep and len(json.dumps({**result, key: keep}, ensure_ascii=False, default=str).encode()) > max_bytes:
                     size = max(0, len(keep) * 3 // 4)
                     keep = keep[len(keep) - size:] if newest_last else keep[:size]
@@ -254,10 +314,8 @@ class ToolBox:
             return b.metrics.query_metrics(**args), None
         if name == "query_alerts":
             return b.alerts.query_alerts(), None
-        if name == "query_kubernetes":
-            if b.kubernetes is None:
-                raise BackendError("no Kubernetes backend is configured (KUBERNETES_BACKEND)", backend="kubernetes")
-            return b.kubernetes.query_kubernetes(**args), None
+        if name in OPTIONAL_BACKENDS:
+            return call_optional_backend(b, name, args), None
         top_k = args.get("top_k", 3)
         results = b.knowledge.search(query=args["query"], top_k=top_k, exclude_chunk_ids=set(self.seen_chunk_ids))
         self.seen_chunk_ids.update(r["chunk_id"] for r in results)

@@ -1,4 +1,4 @@
-# size: the demo backend serves all five tools from scenario data, each answer shaped like the real one.
+# size: the demo backend serves every telemetry tool from scenario data, each answer shaped like the real one.
 """The embedded telemetry backend: shipped incident scenarios served as logs, metrics and alerts.
 
 Scenario times are relative (``offset_seconds``); at load they are shifted so that offset 0 is
@@ -38,6 +38,8 @@ from diagnosis.tools.backends.base import (
     resolve_window,
     series_stats,
 )
+from diagnosis.tools.backends.demo_changes import DemoChanges
+from diagnosis.tools.backends.demo_traces import DemoTraces
 
 __all__ = ["DemoBackend", "LogQuery", "parse_log_query", "parse_selector", "MAX_LOG_LIMIT"]
 
@@ -256,6 +258,7 @@ class DemoBackend:
         self._logs: list[_LogRecord] = []
         self._series: list[_Series] = []
         self._alerts: list[_Alert] = []
+        self._traces = None  # expanded on the first query_traces
         self._load()
 
     @property
@@ -337,6 +340,16 @@ class DemoBackend:
         events.sort(key=lambda e: e.get("lastTimestamp") or "")
         return {"backend": BACKEND_NAME, "namespace": namespace or ",".join(sorted(namespaces)), "kind": kind,
                 "name": name, "selector": selector, "pods": pods, "events": events}
+
+    # --- query_traces and query_changes: traces.json and changes.json (demo_traces.py, demo_changes.py) ---
+
+    def query_traces(self, **args: Any) -> dict[str, Any]:
+        if self._traces is None:
+            self._traces = DemoTraces(self.scenarios)
+        return self._traces.query_traces(now=self.now, **args)
+
+    def query_changes(self, **args: Any) -> dict[str, Any]:
+        return DemoChanges(self.scenarios).query_changes(now=self.now, **args)
 
     @classmethod
     def _shift(cls, value: Any, now: datetime) -> Any:

@@ -12,6 +12,7 @@ from datetime import datetime
 from typing import Any, Iterable
 
 from diagnosis.tools.backends.base import BackendError, format_timestamp
+from diagnosis.tools.backends.kubernetes_api import connect
 
 BACKEND_NAME = "kubernetes"
 KINDS = ("pod", "deployment", "statefulset", "daemonset", "job", "cronjob", "replicaset", "node")
@@ -109,16 +110,9 @@ class KubernetesBackend:
     @staticmethod
     def _connect() -> Any:
         """KUBECONFIG (or ~/.kube/config) first, then the in-cluster service account."""
-        from kubernetes import client, config
+        from kubernetes import client
 
-        try:
-            config.load_kube_config()
-        except Exception:  # no kubeconfig: the in-cluster settings, or a clear error
-            try:
-                config.load_incluster_config()
-            except config.ConfigException as exc:
-                raise BackendError(f"no kubeconfig and not in a cluster: {exc}", backend=BACKEND_NAME) from None
-        return client.CoreV1Api()
+        return client.CoreV1Api(connect())
 
     def query_kubernetes(self, *, namespace: str | None = None, kind: str | None = None, name: str | None = None,
                          selector: str | None = None) -> dict[str, Any]:
