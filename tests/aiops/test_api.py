@@ -292,8 +292,8 @@ def test_a_request_id_of_a_chat_run_is_not_reused_for_an_alert_analysis(alice_ap
     assert DiagnosisRun.objects.filter(agent_flow="AI_OPS").count() == 0
 
 
-def test_a_partial_analysis_states_its_coverage_and_is_never_a_pass(alice_api, demo_knowledge, settings):
-    settings.AIOPS_MAX_ROUNDS = 1  # one round: the supervisor plans, so no task runs
+def test_a_partial_analysis_states_its_coverage_and_is_never_a_pass(alice_api, demo_knowledge, settings, eager_tasks):
+    settings.AIOPS_MAX_ROUNDS = 1  # one round: the supervisor plans, so no task runs (in-process: a setting)
     run, _events = analyse(alice_api, {"alerts": PAYMENT + ORDER})
     coverage = run.diagnosis["coverage"]
     assert coverage["alertsReceived"] == len(PAYMENT + ORDER) and coverage["alertsAnalysed"] < coverage["alertsReceived"]
