@@ -258,6 +258,10 @@ RUN_QUEUE_DEADLINE_SECONDS = env_int("RUN_QUEUE_DEADLINE_SECONDS", 900, minimum=
 CHAT_MAX_ACTIVE_RUNS = env_int("CHAT_MAX_ACTIVE_RUNS", 5, minimum=1, maximum=1000)
 CHAT_THROTTLE_RATE = env_str("CHAT_THROTTLE_RATE", "60/min")
 
+# Hosts a link or image in an answer or report may point at in the console (https/http only); every
+# other target is shown as text (traces/rendering.py). Empty: no link is ever active.
+MARKDOWN_LINK_HOSTS = env_list("MARKDOWN_LINK_HOSTS", [])
+
 # --- Auth, i18n, static --------------------------------------------------------------------------
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},

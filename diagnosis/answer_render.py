@@ -18,14 +18,18 @@ writes every word the reader sees:
 from __future__ import annotations
 
 import re
-import unicodedata
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from diagnosis.advice import destructive_commands, is_destructive
 from diagnosis.contracts import ANSWER_PLAN_VERSION
+from diagnosis.markdown_text import md_inline, md_neutralise, plain_line
 from diagnosis.model_text import cap_text, foreign_citations, id_like_tokens, scrub_sentences
 from diagnosis.redaction import redact_text
+from diagnosis.structured_diagnosis import (
+    RecordsOf, choice_read, claim_id_ok, derive_diagnosis, empty_diagnosis, no_records,
+)
 
 SECTIONS = ("root_cause", "evidence", "impact", "timeline")
 KNOWLEDGE_TOOLS = frozenset({"lookup_knowledge"})
@@ -59,6 +63,8 @@ TEXT = {
     "next_steps": {"en": "**Next steps** (quoted from verified runbooks and past cases)",
                    "zh": "**下一步**（引自已校验的运维手册和历史案例）"},
     "suggestions": {"en": "**Suggestions (not checked against evidence)**", "zh": "**建议（未经证据校验）**"},
+    "destructive": {"en": "**Warning: destructive command — not verified; check it and its target before running.** ",
+                    "zh": "**警告：破坏性命令——未经校验，执行前请核实命令及其作用对象。** "},
     "similar": {"en": "A similar past incident or runbook describes: ", "zh": "类似的历史故障或运维手册记载："},
     "knowledge": {"en": "From the knowledge base (not this run's telemetry): ", "zh": "来自知识库（并非本次运行的遥测数据）："},
     "nothing_verified": {"en": "No claim passed verification.", "zh": "没有结论通过校验。"},
@@ -89,8 +95,6 @@ TEXT = {
     },
 }
 
-_MD_ACTIVE = re.compile(r"([\\`*\[\]<>|])")
-_NOT_PRINTABLE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
 
 
 def text(key: str, language: str) -> str:
@@ -106,104 +110,42 @@ class RenderedAnswer:
     knowledge_only_root: bool = False
     removed: list[dict[str, Any]] = field(default_factory=list)
     diagnosis: dict[str, Any] = field(default_factory=lambda: empty_diagnosis())
+    advice: list[dict[str, Any]] = field(default_factory=list)
 
     def audit(self) -> dict[str, Any]:
         return {
             "renderer": "answer_render_v1", "sections": self.sections, "suggestions": self.suggestions,
+            "advice": self.advice,
             "cited_invocation_ids": self.cited_invocation_ids, "knowledge_only_root": self.knowledge_only_root,
             "removed": self.removed, "diagnosis": self.diagnosis,
         }
 
 
-OUTCOMES = ("root_cause", "nothing_wrong", "undetermined")
-_SLUG = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
-_SERVICE = re.compile(r"^[A-Za-z0-9][\w.:/-]{0,127}$")
-_ISO = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?$")
-
-
-def empty_diagnosis() -> dict[str, Any]:
-    """The structured diagnosis of a run that established nothing (no root cause, not healthy)."""
-    return {"rootCause": None, "nothingWrong": False, "undetermined": True, "symptoms": []}
-
-
-def _validate_hint(value: Any) -> dict[str, Any]:
-    """The composer's optional ``diagnosis`` hint: outcome, root-cause service and cause slug, onset, symptoms."""
-    if not isinstance(value, Mapping):
-        return {}
-    hint: dict[str, Any] = {}
-    if value.get("outcome") in OUTCOMES:
-        hint["outcome"] = value["outcome"]
-    if isinstance(value.get("service"), str) and _SERVICE.match(value["service"]):
-        hint["service"] = value["service"]
-    if isinstance(value.get("cause"), str) and _SLUG.match(value["cause"]):
-        hint["cause"] = value["cause"]
-    if isinstance(value.get("started_at"), str) and _ISO.match(value["started_at"]):
-        hint["started_at"] = value["started_at"]
-    symptoms = value.get("symptoms") if isinstance(value.get("symptoms"), list) else []
-    hint["symptoms"] = [
-        {"service": s["service"], "claim_id": cap_text(s["claim_id"], 80)}
-        for s in symptoms[:MAX_CLAIMS_PER_SECTION]
-        if isinstance(s, Mapping) and isinstance(s.get("service"), str) and _SERVICE.match(s["service"])
-        and isinstance(s.get("claim_id"), str)
-    ]
-    return hint
-
-
-def structured_diagnosis(*, hint: Mapping[str, Any], roots: list[str], shown: Collection[str],
-                         verified: Mapping[str, Mapping[str, Any]], concluded: bool) -> dict[str, Any]:
-    """``{rootCause, nothingWrong, undetermined, symptoms}`` from what the answer actually shows.
-
-    The composer's hint only names things: a root cause exists only when a verified root-cause claim is
-    shown under a verdict, and its service must appear in that claim's statement; "nothing wrong" needs a
-    verdict and no root cause; everything else is undetermined (a problem whose cause was not established).
-    """
-    outcome = hint.get("outcome")
-    root_cause = None
-    if roots and concluded and outcome != "undetermined":
-        statement = " ".join(str(verified[c].get("statement", "")) for c in roots)
-        service = hint.get("service") if hint.get("service") and hint["service"] in statement else None
-        root_cause = {
-            "service": service, "cause": hint.get("cause") if service else None,
-            "summary": clean_statement(verified[roots[0]].get("statement", "")),
-            "startedAt": hint.get("started_at"), "claimIds": list(roots),
-        }
-    nothing_wrong = root_cause is None and concluded and outcome == "nothing_wrong"
-    symptoms = [
-        {"service": s["service"], "summary": clean_statement(verified[s["claim_id"]].get("statement", "")),
-         "claimIds": [s["claim_id"]]}
-        for s in hint.get("symptoms", []) if s["claim_id"] in verified and s["claim_id"] in shown
-    ]
-    return {"rootCause": root_cause, "nothingWrong": nothing_wrong,
-            "undetermined": root_cause is None and not nothing_wrong, "symptoms": symptoms}
-
-
 def _flat(value: Any) -> str:
-    return " ".join(_NOT_PRINTABLE.sub(" ", str(value)).split())
+    return plain_line(value)
 
 
-_ESCAPED_MASK = re.compile(r"\\\[(REDACTED:[A-Za-z0-9_]+)\\\]")
-
-
-def _escape(value: str) -> str:
-    """Plain text inside Markdown: no code spans, links, images, HTML or table cells from model text
-    (the redaction masks stay readable)."""
-    return _ESCAPED_MASK.sub(r"[\1]", _MD_ACTIVE.sub(r"\\\1", value))
-
-
-def _visible(value: Any) -> str:
-    """The text as written, minus invisible format characters (checks run on the normalised form)."""
-    return "".join(ch for ch in str(value) if unicodedata.category(ch) != "Cf")
+def plain_statement(value: Any) -> str:
+    """A claim statement as plain text (for JSON fields): one line, secrets masked, capped."""
+    return cap_text(redact_text(plain_line(value)), MAX_STATEMENT_CHARS)
 
 
 def clean_statement(value: Any) -> str:
-    return _escape(cap_text(redact_text(_flat(_visible(value))), MAX_STATEMENT_CHARS))
+    """A claim statement as inert inline Markdown (diagnosis.markdown_text)."""
+    return md_inline(plain_statement(value))
 
 
 def _excerpt(value: Any) -> str:
-    flat = _flat(_visible(value))
+    flat = plain_line(value)
     if len(flat) > MAX_EXCERPT_CHARS:
         flat = flat[:MAX_EXCERPT_CHARS].rstrip() + "…"
-    return _escape(redact_text(flat))
+    return md_inline(redact_text(flat))
+
+
+def claim_text(claim: Mapping[str, Any]) -> str:
+    """A claim's statement and its quoted excerpts, as one text (what a reader would act on)."""
+    excerpts = [str(b.get("evidence_excerpt", "")) for b in claim.get("evidence") or () if isinstance(b, Mapping)]
+    return " \n".join([str(claim.get("statement", "")), *excerpts])
 
 
 def knowledge_only(claim: Mapping[str, Any]) -> bool:
@@ -231,14 +173,14 @@ def _plan_ids(plan: Mapping[str, Any], key: str) -> list[str]:
 
 def clean_suggestion(value: Any, prompt_echoed=None) -> tuple[str | None, str | None]:
     """(text, None) for a usable suggestion, else (None, why it was dropped)."""
-    flat = _flat(_visible(value))
+    flat = _flat(value)
     if not flat:
         return None, "empty"
     if id_like_tokens(flat):
         return None, "citation_like_token"
     if prompt_echoed is not None and prompt_echoed(flat):
         return None, "prompt_echo"
-    return _escape(cap_text(redact_text(flat), MAX_SUGGESTION_CHARS)), None
+    return md_inline(cap_text(redact_text(flat), MAX_SUGGESTION_CHARS)), None
 
 
 def render_answer(
@@ -253,6 +195,7 @@ def render_answer(
     suggestions: Iterable[Any] | None = None,
     quotes_only: bool = False,
     failed_tools: Iterable[str] = (),
+    records_of: RecordsOf = no_records,
 ) -> RenderedAnswer:
     """The Markdown answer: verified claims in the composer's order, with their quotes and citations.
 
@@ -261,7 +204,8 @@ def render_answer(
     LOW_CONFID verdict, verified claims the plan leaves out are still shown as evidence; without one
     (REJECT), only what the plan names outside the root cause is shown. ``quotes_only`` (the degraded
     fallback answer, whose verdict is withheld) shows every verified excerpt with its citation and no
-    statement at all.
+    statement at all. ``records_of(claim)`` reads the records a claim cites (for the structured
+    diagnosis: diagnosis/structured_diagnosis.py).
     """
     language = "zh" if language == "zh" else "en"
     verified = {str(c.get("claim_id")): c for c in claims if isinstance(c, Mapping) and c.get("evidence")}
@@ -303,8 +247,23 @@ def render_answer(
         sections["evidence"] += [c for c in verified if c not in placed and c not in exclude]
         placed.update(sections["evidence"])
 
-    hint = _validate_hint(plan.get("diagnosis"))
-    if hint.get("outcome") == "undetermined" and sections["root_cause"]:
+    # A runbook or case step carrying a destructive command is never served as verified: it leaves its
+    # section for the labelled suggestions, with a warning.
+    flagged: list[str] = []
+    for key in sections:
+        keep = []
+        for claim_id in sections[key]:
+            claim = verified[claim_id]
+            if knowledge_only(claim) and is_destructive(claim_text(claim)):
+                flagged.append(claim_id)
+                removed.append({"where": key, "claim_id": claim_id, "reason": "destructive_command",
+                                "commands": destructive_commands(claim_text(claim))[:5]})
+            else:
+                keep.append(claim_id)
+        sections[key] = keep
+
+    choice = choice_read(plan.get("diagnosis"))
+    if choice.outcome == "undetermined" and sections["root_cause"]:
         # The composer could not establish a cause: its candidate is shown as evidence, never as the cause.
         sections["evidence"] = sections["root_cause"] + sections["evidence"]
         sections["root_cause"] = []
@@ -330,6 +289,8 @@ def render_answer(
         sections = {key: [] for key in sections}
         lines += [text("checked", language)]
         for claim in verified.values():
+            if str(claim.get("claim_id")) in flagged:
+                continue  # a destructive runbook step is not quoted as checked output either
             for b in [b for b in claim["evidence"] if isinstance(b, Mapping)][:MAX_EXCERPTS_PER_CLAIM]:
                 line = f"- “{_excerpt(b.get('evidence_excerpt', ''))}” [{b.get('source_invocation_id')}]"
                 if foreign_citations(line, verified_ids):
@@ -359,8 +320,9 @@ def render_answer(
     if not verified or not cited:
         lines += ["", text("nothing_verified", language)]
     shown = {c for key in sections for c in sections[key]}
-    diagnosis = structured_diagnosis(hint=hint, roots=roots if not quotes_only else [], shown=shown,
-                                     verified=verified, concluded=concluded and not quotes_only)
+    diagnosis = derive_diagnosis(choice=choice, roots=roots if not quotes_only else [], shown=shown,
+                                 verified=verified, concluded=concluded and not quotes_only, records_of=records_of,
+                                 summary=plain_statement, knowledge_root=knowledge_root)
     if diagnosis["undetermined"] and verified and not quotes_only:
         lines += ["", text("undetermined", language)]
 
@@ -371,22 +333,31 @@ def render_answer(
         lines += ["", text("limits", language)]
         lines += [f"- {text('unchecked', language).format(tool=t, kind=kinds[t][language == 'zh'])}" for t in unchecked]
 
+    advice: list[dict[str, Any]] = [
+        {"text": clean_statement(verified[c].get("statement", "")), "verified": True, "destructive": False, "claimId": c}
+        for c in sections.get("next_steps", []) if not quotes_only]
     kept_suggestions: list[str] = []
-    for raw in list(free_steps) + list(suggestions or ()):
+    candidates = [(verified[c].get("statement", ""), c) for c in flagged] + \
+        [(raw, None) for raw in list(free_steps) + list(suggestions or ())]
+    for raw, claim_id in candidates:
         if len(kept_suggestions) >= MAX_SUGGESTIONS:
             break
         cleaned, why = clean_suggestion(raw, prompt_echoed)
         if cleaned is None:
             removed.append({"where": "suggestions", "reason": why, "text": cap_text(_flat(raw), 120)})
-        elif cleaned not in kept_suggestions:
-            kept_suggestions.append(cleaned)
+            continue
+        destructive = claim_id is not None or is_destructive(raw)
+        shown = f"{text('destructive', language)}{cleaned}" if destructive else cleaned
+        if shown not in kept_suggestions:
+            kept_suggestions.append(shown)
+            advice.append({"text": shown, "verified": False, "destructive": destructive, "claimId": claim_id})
     if kept_suggestions:
         lines += ["", text("suggestions", language)] + [f"- {s}" for s in kept_suggestions]
     if offline:
         lines += ["", f"_{text('offline_limit', language)}_"]
     markdown = re.sub(r"\n{3,}", "\n\n", "\n".join(lines)).strip() + "\n"
     return RenderedAnswer(
-        markdown=markdown, suggestions=kept_suggestions,
+        markdown=markdown, suggestions=kept_suggestions, advice=advice,
         sections={k: list(v) for k, v in sections.items()},
         cited_invocation_ids=sorted(set(cited)), knowledge_only_root=knowledge_root, removed=removed,
         diagnosis=diagnosis,
@@ -405,21 +376,21 @@ def validate_answer_plan(output: Any) -> dict[str, Any]:
         value = output.get(key, [])
         if not isinstance(value, list):
             raise ValueError(f"'{key}' must be a list of claim ids")
-        plan[key] = [cap_text(v, 80) for v in value if isinstance(v, str)][:MAX_CLAIMS_PER_SECTION]
+        plan[key] = [v for v in value if claim_id_ok(v)][:MAX_CLAIMS_PER_SECTION]
     steps = output.get("next_steps", [])
     if not isinstance(steps, list):
         raise ValueError("'next_steps' must be a list")
     plan["next_steps"] = []
     for step in steps[:MAX_CLAIMS_PER_SECTION]:
         if isinstance(step, Mapping) and isinstance(step.get("claim_id"), str):
-            plan["next_steps"].append({"claim_id": cap_text(step["claim_id"], 80)})
+            if claim_id_ok(step["claim_id"]):
+                plan["next_steps"].append({"claim_id": step["claim_id"]})
         elif isinstance(step, Mapping) and isinstance(step.get("text"), str):
             plan["next_steps"].append({"text": cap_text(step["text"], 1000)})
         elif isinstance(step, str):
             plan["next_steps"].append({"text": cap_text(step, 1000)})
-    hint = _validate_hint(output.get("diagnosis"))
-    if hint:
-        plan["diagnosis"] = hint
+    if isinstance(output.get("diagnosis"), Mapping):
+        plan["diagnosis"] = choice_read(output["diagnosis"]).to_dict()
     return plan
 
 
@@ -427,7 +398,7 @@ def render_simple_answer(content: Any, *, language: str, prompt_echoed=None) -> 
     """A SIMPLE (ungated) answer as served: visibly labelled as not checked against evidence, with
     every sentence carrying a citation-like token removed (nothing may look verified) and secrets masked."""
     language = "zh" if language == "zh" else "en"
-    body = redact_text(_visible(content or "")).strip()
+    body = md_neutralise(redact_text(str(content or ""))).strip()
     removed: list[dict[str, Any]] = []
     if prompt_echoed is not None and prompt_echoed(body):
         removed.append({"where": "simple", "reason": "prompt_echo"})

@@ -385,6 +385,7 @@ class VerifierEvaluation:
     verified_evidence: tuple[dict, ...] = ()
     claim_checks: tuple[dict, ...] = ()
     suggestions: tuple[str, ...] = ()  # the served answer's advice that was not checked against evidence
+    advice: tuple[dict, ...] = ()  # every next step served, with its flags (verified, destructive)
     raw: dict = field(default_factory=dict)
 
     @classmethod
@@ -397,7 +398,15 @@ class VerifierEvaluation:
                    verified_evidence=_dicts(data.get("verified_evidence")), claim_checks=_dicts(data.get("claim_checks")),
                    suggestions=tuple(s for s in _list(_dict(data.get("answer_render")).get("suggestions"))
                                      if isinstance(s, str)),
+                   advice=advice_read(_dict(data.get("answer_render")).get("advice")),
                    raw=data)
+
+
+def advice_read(value: Any) -> tuple[dict, ...]:
+    """Served next steps as stored: ``{text, verified, destructive, claimId}`` each."""
+    return tuple({"text": a["text"], "verified": a.get("verified") is True, "destructive": a.get("destructive") is True,
+                  "claimId": a.get("claimId") if isinstance(a.get("claimId"), str) else None}
+                 for a in _dicts(value) if isinstance(a.get("text"), str))
 
 
 @dataclass(frozen=True)
@@ -419,6 +428,18 @@ class SelfEvaluation:
                    verifier=VerifierEvaluation.read(data.get("verifier_evaluation")),
                    aiops_rule_evaluation=_dict(data.get("aiops_rule_evaluation")), aiops_audit=_dict(data.get("aiops_audit")),
                    prompt_audit=_dict(data.get("prompt_audit")), raw=data)
+
+    @property
+    def served_suggestions(self) -> tuple[str, ...]:
+        """The labelled, unchecked advice of what was served: the answer's, or the alert report's."""
+        if self.verifier.suggestions:
+            return self.verifier.suggestions
+        render = _dict(self.aiops_audit.get("report_render"))
+        return tuple(s for s in _list(render.get("suggestions")) if isinstance(s, str))
+
+    @property
+    def served_advice(self) -> tuple[dict, ...]:
+        return self.verifier.advice or advice_read(_dict(self.aiops_audit.get("report_render")).get("advice"))
 
     @property
     def verified_claims(self) -> tuple[EvidenceClaim, ...]:

@@ -1,3 +1,4 @@
+# size: every model of the write side lives here (SPEC §1); each is a table and its few lines.
 """The audit data model: sessions, runs, steps, tool invocations, cases and knowledge.
 
 Table names follow the seed documents. Status fields are moved only by
@@ -266,6 +267,10 @@ class CaseLibraryEntry(models.Model):
     )
     published_at = models.DateTimeField(null=True, blank=True)
     tags = models.JSONField(default=list, blank=True)
+    # Raised whenever the claims change or the case is published: a run that retrieves the case records the
+    # version it saw, and a replay says when that version is no longer published (withdrawn).
+    version = models.PositiveIntegerField(default=1)
+    withdrawn_at = models.DateTimeField(null=True, blank=True)
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
     )
@@ -278,7 +283,12 @@ class CaseLibraryEntry(models.Model):
         verbose_name_plural = "case library"
 
     def __str__(self) -> str:
-        return f"case: {self.question[:60]}" if self.question else "case"
+        return f"case: {self.question[:60]}" if self.question else self.case_id
+
+    @property
+    def case_id(self) -> str:
+        """The case's public name in retrieval results: it never reveals the run it came from."""
+        return f"case-{self.pk}"
 
 
 class KnowledgeDocument(models.Model):

@@ -13,6 +13,7 @@ from django.db.models import BigIntegerField, Exists, Q, QuerySet
 from django.db.models.functions import Coalesce
 
 from diagnosis.contracts import SelfEvaluation, step_finished_event, step_started_event, tool_event
+from diagnosis.progress_names import checked_event
 from diagnosis.models import AgentStep, ChatSession, DiagnosisRun, RunEvent, ToolInvocation
 from diagnosis.roles import READ_ALL_GROUPS
 
@@ -57,7 +58,7 @@ def run_events_after(*, run_pk: int, after: int, limit: int = 200) -> list[Logge
     """The run's progress log after place `after`, in order, at most `limit` events: its `run_event`
     rows merged with the events its steps (start, end) and tool invocations tell (see RunEvent)."""
     merged: list[LoggedEvent] = [
-        LoggedEvent(place, kind, data) for place, kind, data in
+        LoggedEvent(place, kind, checked_event(kind, data if isinstance(data, dict) else {})[0]) for place, kind, data in
         RunEvent.objects.filter(run_id=run_pk).annotate(place=Coalesce("seq", "id", output_field=BigIntegerField())).filter(place__gt=after)
         .order_by("place").values_list("place", "kind", "data")[:limit]
     ]
@@ -65,7 +66,8 @@ def run_events_after(*, run_pk: int, after: int, limit: int = 200) -> list[Logge
         "pk", "seq", "end_seq", "step_index", "node", "attempt", "status", "duration_ms", "has_tool_call")
     for pk, seq, end_seq, index, node, attempt, status, duration_ms, has_tool_call in steps:
         if seq is not None and seq > after:
-            merged.append(LoggedEvent(seq, "step", step_started_event(step_index=index, node=node, attempt=attempt)))
+            merged.append(LoggedEvent(seq, "step", checked_event(
+                "step", step_started_event(step_index=index, node=node, attempt=attempt))[0]))
         if end_seq is not None and end_seq > after:
             merged.append(LoggedEvent(end_seq, "step", step_finished_event(
                 step_id=pk, status=status, duration_ms=duration_ms, has_tool_call=has_tool_call)))
@@ -73,8 +75,9 @@ def run_events_after(*, run_pk: int, after: int, limit: int = 200) -> list[Logge
         "seq", "invocation_id", "tool_name", "status", "duration_ms", "replay_mode"))
     if calls:
         replay = DiagnosisRun.objects.filter(pk=run_pk, replay_options__isnull=False).exists()
-        merged += [LoggedEvent(seq, "tool", tool_event(invocation_id=invocation_id, tool_name=tool_name, status=status,
-                                                       duration_ms=duration_ms, replay=replay, replay_mode=mode))
+        merged += [LoggedEvent(seq, "tool", checked_event("tool", tool_event(
+                       invocation_id=invocation_id, tool_name=tool_name, status=status, duration_ms=duration_ms,
+                       replay=replay, replay_mode=mode))[0])
                    for seq, invocation_id, tool_name, status, duration_ms, mode in calls]
     merged.sort(key=lambda event: event.id)
     return merged[:limit]
@@ -85,8 +88,13 @@ def run_status(*, run_pk: int) -> str | None:
 
 
 def run_suggestions(*, run: DiagnosisRun) -> list[str]:
-    """The served answer's advice that was not checked against evidence (its labelled section)."""
-    return list(SelfEvaluation.read(run.self_evaluation).verifier.suggestions)
+    """The served answer's (or alert report's) advice that was not checked against evidence (its labelled section)."""
+    return list(SelfEvaluation.read(run.self_evaluation).served_suggestions)
+
+
+def run_advice(*, run: DiagnosisRun) -> list[dict]:
+    """Every next step served, with its flags: verified (quoted from a verified runbook or case) and destructive."""
+    return [dict(a) for a in SelfEvaluation.read(run.self_evaluation).served_advice]
 
 
 def run_evidence_checked(*, run: DiagnosisRun) -> bool:

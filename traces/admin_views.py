@@ -292,7 +292,7 @@ def run_diff_view(model_admin, request):
     if left is not None and right is not None:
         facts = []
         for run in (left, right):
-            invocations = list(ToolInvocation.objects.filter(run_id=run.pk).only("id", "tool_name").order_by("id"))
+            invocations = list(ToolInvocation.objects.filter(run_id=run.pk).only("id", "tool_name", "retrieval_details").order_by("id"))
             facts.append(run_facts(run, invocations))
         diff = runs_diff(*facts)
     opts = model_admin.model._meta

@@ -44,6 +44,7 @@ class RunFacts:
     tools: list[str]  # tool names in call order
     claims_verified: list[str]
     claims_rejected: list[str]
+    cases: list[str] = field(default_factory=list)  # "case-12 v3 (published)": the case versions it used
 
     @property
     def tokens(self) -> int:
@@ -82,7 +83,20 @@ def run_facts(run: Any, invocations: list[Any]) -> RunFacts:
         prompt_tokens=run.prompt_tokens or 0, completion_tokens=run.completion_tokens or 0,
         duration_ms=run.duration_ms, steps=run.step_count or 0,
         route=route, tools=[i.tool_name for i in invocations], claims_verified=verified, claims_rejected=rejected,
+        cases=cases_used(invocations),
     )
+
+
+def cases_used(invocations: list[Any]) -> list[str]:
+    """The case versions a run's knowledge lookups returned, with their status then ("withdrawn" in a replay
+    of a run that used a case since withdrawn)."""
+    used = []
+    for invocation in invocations:
+        details = _dict(getattr(invocation, "retrieval_details", None))
+        for case in _list(details.get("cases")):
+            if isinstance(case, dict) and isinstance(case.get("caseId"), str):
+                used.append(f"{case['caseId']} v{case.get('version')} ({case.get('status') or 'published'})")
+    return list(dict.fromkeys(used))
 
 
 @dataclass(frozen=True)
@@ -173,6 +187,7 @@ def runs_diff(left: RunFacts, right: RunFacts) -> RunDiff:
         _list_diff("tools called", left.tools, right.tools),
         _list_diff("claims verified", left.claims_verified, right.claims_verified),
         _list_diff("claims rejected", left.claims_rejected, right.claims_rejected),
+        _list_diff("cases used", left.cases, right.cases),
     ]
     diff.answer = _answer_diff(left.answer, right.answer)
     return diff

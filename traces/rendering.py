@@ -1,11 +1,14 @@
-"""HTML for the run-detail page: answers as sanitised Markdown, stored JSON pretty-printed with the
+"""HTML for the console: answers and reports as sanitised Markdown, stored JSON pretty-printed with the
 excerpts the Gatekeeper verified marked (<mark>) at the very path they were cited from.
 
-Answers are CommonMark with the GitHub tables and strikethrough (markdown-it-py), the dialect models
-write: a bullet list needs no blank line before it. Links are not made from bare URLs. nh3 then
-keeps only the tags, attributes and URL schemes below (raw HTML in the answer included: a script,
-an image or an event handler never survives).
-API clients that render `answer` themselves should use the same rules (docs/CONSOLE.md).
+One renderer for every Markdown surface of the console (the answer, the alert report, its table):
+CommonMark with the GitHub tables and strikethrough (markdown-it-py), **raw HTML off** (an HTML tag in
+the text is shown as text), no links made from bare URLs, and a link or an image becomes active only
+when its target is https (or http) on a host of ``MARKDOWN_LINK_HOSTS``; any other is shown as its
+text followed by the target in a code span. Images are never embedded: an allowed one is a link.
+nh3 then keeps only the tags, attributes and URL schemes below, as a second line of defence.
+The served Markdown itself is written inert (diagnosis/markdown_text.py); API clients that render
+`answer` should still use the same rules (docs/CONSOLE.md).
 """
 
 from __future__ import annotations
@@ -15,24 +18,25 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlsplit
 
 import nh3
-from markdown_it import MarkdownIt
+from django.conf import settings
 from django.utils.html import escape, format_html
 from django.utils.safestring import SafeString, mark_safe
+from markdown_it import MarkdownIt
+from markdown_it.token import Token
 
 from diagnosis.contracts import BRACKETED_CITATION_RE
 from diagnosis.gatekeeper import normalise_whitespace
 from diagnosis.jsonpath import JsonPathError, parse
 
-# CommonMark + GFM tables and strikethrough, no linkify; the HTML it lets through is sanitised below.
-MARKDOWN = MarkdownIt("commonmark", {"html": True, "linkify": False, "typographer": False}).enable(
-    ["table", "strikethrough"])
 ALLOWED_TAGS = {
     "a", "abbr", "b", "blockquote", "br", "code", "del", "em", "h1", "h2", "h3", "h4", "h5", "h6", "hr", "i",
     "li", "ol", "p", "pre", "s", "strong", "sub", "sup", "table", "tbody", "td", "th", "thead", "tr", "ul",
 }
 ALLOWED_ATTRIBUTES = {"a": {"href", "title"}, "abbr": {"title"}, "td": {"style"}, "th": {"style"}, "ol": {"start"}}
+LINK_SCHEMES = ("https", "http")
 ALIGN_STYLE = re.compile(r'^text-align:(left|right|center)$')
 CITATION = BRACKETED_CITATION_RE
 JSON_RENDER_LIMIT = 150_000  # characters of pretty JSON per value; the JSON trace API has the rest
@@ -45,11 +49,78 @@ WINDOW_STRING_MIN = 2_000  # shorter strings are shown whole
 CONTEXT_CHARS = 240  # characters kept either side of a highlighted excerpt in the audit
 
 
+def link_allowed(url: str) -> bool:
+    """An http(s) URL on a host the deployment allows (MARKDOWN_LINK_HOSTS); anything else stays text."""
+    try:
+        parts = urlsplit(url.strip())
+    except ValueError:
+        return False
+    hosts = {h.lower() for h in getattr(settings, "MARKDOWN_LINK_HOSTS", ())}
+    return parts.scheme.lower() in LINK_SCHEMES and bool(parts.hostname) and parts.hostname.lower() in hosts \
+        and not parts.username and not parts.password
+
+
+def _text_token(content: str) -> Token:
+    token = Token("text", "", 0)
+    token.content = content
+    return token
+
+
+def _code_token(content: str) -> Token:
+    token = Token("code_inline", "code", 0)
+    token.content = content
+    token.markup = "`"
+    return token
+
+
+def _inert_links(state) -> None:
+    """Links and images whose target is not allowed become their text plus the target as code; an
+    allowed image becomes a link to it (never an embedded image)."""
+    for block in state.tokens:
+        if block.type != "inline" or not block.children:
+            continue
+        out: list[Token] = []
+        pending: list[str | None] = []  # per open link: the target to append at its close, or None
+        for token in block.children:
+            if token.type == "link_open":
+                href = str(token.attrGet("href") or "")
+                if link_allowed(href):
+                    pending.append(None)
+                    out.append(token)
+                else:
+                    pending.append(href)
+            elif token.type == "link_close":
+                href = pending.pop() if pending else None
+                if href is None:
+                    out.append(token)
+                else:
+                    out += [_text_token(" ("), _code_token(href), _text_token(")")]
+            elif token.type == "image":
+                src = str(token.attrGet("src") or "")
+                alt = "".join(child.content for child in token.children or ()) or token.content
+                if link_allowed(src):
+                    link = Token("link_open", "a", 1)
+                    link.attrSet("href", src)
+                    out += [link, _text_token(alt or src), Token("link_close", "a", -1)]
+                else:
+                    out += [_text_token(f"{alt} (" if alt else "("), _code_token(src), _text_token(")")]
+            else:
+                out.append(token)
+        block.children = out
+
+
+# CommonMark + GFM tables and strikethrough; raw HTML off, no linkify, links and images by the rule above.
+MARKDOWN = MarkdownIt("commonmark", {"html": False, "linkify": False, "typographer": False}).enable(
+    ["table", "strikethrough"])
+MARKDOWN.core.ruler.push("inert_links", _inert_links)
+
+
 def markdown_html(text: str, *, citations: Iterable[str] = ()) -> SafeString:
-    """`text` as Markdown, sanitised by nh3; `[inv-…]` citations of this run link to their invocation."""
+    """`text` as Markdown, sanitised (see the module docstring); `[inv-…]` citations of this run link to
+    their invocation."""
     html = nh3.clean(
         MARKDOWN.render(text or ""),
-        tags=ALLOWED_TAGS, attributes=ALLOWED_ATTRIBUTES, url_schemes={"http", "https", "mailto"},
+        tags=ALLOWED_TAGS, attributes=ALLOWED_ATTRIBUTES, url_schemes=set(LINK_SCHEMES),
         link_rel="noopener noreferrer nofollow", attribute_filter=_attribute_filter,
     )
     known = set(citations)

@@ -93,7 +93,7 @@ def _minus(items: list[str], other: list[str]) -> list[str]:
 
 def compare_runs(left: DiagnosisRun, right: DiagnosisRun, *, prices: dict | None = None) -> dict:
     """`left` is the reference (the recorded run), `right` the candidate (its replay)."""
-    facts = [run_facts(r, list(ToolInvocation.objects.filter(run_id=r.pk).only("tool_name").order_by("id")))
+    facts = [run_facts(r, list(ToolInvocation.objects.filter(run_id=r.pk).only("tool_name", "retrieval_details").order_by("id")))
              for r in (left, right)]
     diff = runs_diff(*facts)
     a, b = (_side(r, f, prices) for r, f in zip((left, right), facts))

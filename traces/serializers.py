@@ -8,12 +8,19 @@ from __future__ import annotations
 
 from django.core.validators import RegexValidator
 from django.urls import reverse
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from diagnosis.api.run_output import StructuredDiagnosisOutput
 from diagnosis.contracts import orchestration_trace_read
 from diagnosis.ids import RUN_ID_RE, SESSION_ID_RE
 from diagnosis.models import DiagnosisRun
 from diagnosis.services.feedback import COMMENT_MAX_CHARS
+
+@extend_schema_field(StructuredDiagnosisOutput(allow_null=True))
+class StructuredDiagnosisField(serializers.JSONField):
+    """The stored diagnosis as is; its documented shape is the run API's (one owner)."""
+
 
 _session_id = RegexValidator(SESSION_ID_RE, "Not a valid session id.")
 _run_id = RegexValidator(RUN_ID_RE, "Not a valid run id (run-<32 hex digits>).")
@@ -38,9 +45,7 @@ class TraceRunSerializer(serializers.Serializer):
     degraded = serializers.BooleanField()
     effectiveVerdict = serializers.CharField(source="effective_verdict")
     selfEvaluation = serializers.JSONField(source="self_evaluation")
-    diagnosis = serializers.JSONField(
-        allow_null=True, help_text="{rootCause: {service, cause, summary, startedAt, claimIds} | null, "
-                                   "nothingWrong, undetermined, symptoms: [{service, summary, claimIds}]}")
+    diagnosis = StructuredDiagnosisField(allow_null=True, help_text="the structured diagnosis, as GET /api/runs/{runId}")
     orchestrationTrace = serializers.SerializerMethodField()
     feedback = serializers.CharField(allow_null=True)
     feedbackComment = serializers.CharField(source="feedback_comment")

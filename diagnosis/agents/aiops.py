@@ -153,6 +153,8 @@ class ReportCheck:
     statements_verified: int
     removed: list[dict]
     cited_invocation_ids: list[str]
+    suggestions: list[str] = field(default_factory=list)  # the served report's labelled, unchecked advice
+    advice: list[dict] = field(default_factory=list)  # the same with its flags (verified, destructive)
 
     def to_dict(self) -> dict[str, Any]:
         return {"statements_total": self.statements_total, "statements_verified": self.statements_verified,
@@ -218,7 +220,36 @@ class AiOpsOutcome:
         """The per-task and report Gatekeeper audits and the planner's decisions, for the trace."""
         return {"alerts_source": self.alerts_source, "intake": self.intake, "language": self.language,
                 "decisions": self.decisions, "tasks": [r.audit() for r in self.results],
-                "plan": [t.to_dict() for t in self.tasks], "report_check": self.report_check.to_dict()}
+                "plan": [t.to_dict() for t in self.tasks], "report_check": self.report_check.to_dict(),
+                "report_render": {"suggestions": list(self.report_check.suggestions),
+                                  "advice": list(self.report_check.advice)}}
+
+    def verdict(self) -> str | None:
+        """The verdict of the served report, capped like a chat run's: null when it is degraded; else the
+        Gatekeeper verdict of the tasks' citations (PASS: every claim verified, LOW_CONFID: some, REJECT:
+        none), at most LOW_CONFID when every verified claim rests on runbooks or cases, or when not every
+        alert received was analysed."""
+        if self.degraded:
+            return None
+        executed = [r for r in self.results if r.gatekeeper]
+        verified = sum(r.gatekeeper.get("verified_claim_count", 0) for r in executed)
+        total = sum(r.gatekeeper.get("total_claim_count", 0) for r in executed)
+        if not verified:
+            return "REJECT"
+        verdict = "PASS" if verified == total else "LOW_CONFID"
+        claims = [c for r in executed for c in r.verified_claims]
+        tools = {str(b.get("tool_name")) for c in claims for b in c.get("evidence") or () if isinstance(b, Mapping)}
+        knowledge_only = bool(tools) and tools <= {"lookup_knowledge"}
+        coverage = self.coverage
+        if knowledge_only or coverage["alertsAnalysed"] < coverage["alertsReceived"]:
+            verdict = "LOW_CONFID"
+        return verdict
+
+    @property
+    def coverage(self) -> dict[str, int]:
+        """Alerts analysed out of alerts received (``diagnosis.coverage``)."""
+        analysed = {a for r in self.results for a in r.task.alert_ids}
+        return {"alertsAnalysed": len(analysed & {a["alert_id"] for a in self.alerts}), "alertsReceived": len(self.alerts)}
 
 
 # --------------------------------------------------------------------------- output validation

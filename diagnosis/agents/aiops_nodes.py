@@ -24,6 +24,7 @@ from diagnosis.agents.nodes import STATUS_BY_KIND, run_inputs
 from diagnosis.agents.runtime import AgentContext, fence_tool_output
 from diagnosis.agents.tool_loop import run_tool_loop
 from diagnosis.contracts import EXECUTOR_EVIDENCE_VERSION
+from diagnosis.markdown_text import md_inline
 from diagnosis.gatekeeper import project_verified_input, verify_bindings
 from diagnosis.graph.aiops_topology import (
     DEFAULT_MAX_ROUNDS, AiOpsNodes, Decision, build_aiops_graph, clamp_rounds, initial_aiops_state,
@@ -241,16 +242,17 @@ class AlertAgents:
         if check.removed and check.statements_verified == 0 and any(r.verified_evidence for r in results):
             return {K.REPORT_STATUS: "emptied", K.REPORT_CHECK: check,
                     K.EVENT_DETAIL: {**detail, "outcome": "EMPTIED"}}
-        text, removed, cited = render_aiops_report(alerts=alerts, results=results, language=language,
-                                                   suggestions=report_suggestions(markdown))
+        text, removed, cited, advice = render_aiops_report(alerts=alerts, results=results, language=language,
+                                                           suggestions=report_suggestions(markdown))
         stopped = state.get(K.FAULT) or _intake_error(state)
         if stopped:  # the reporter may not say so itself: the run does
-            text = _t("stopped_early", language, reason=stopped) + "\n\n" + text
+            text = _t("stopped_early", language, reason=md_inline(stopped)) + "\n\n" + text
         if check.removed:  # say that the reporter cited evidence that did not verify
             why = ", ".join(sorted({r for item in check.removed for r in item["reasons"].values()}))
             text += "\n" + REMOVED_NOTE["zh" if language == "zh" else "en"].format(n=len(check.removed), reasons=why) + "\n"
         check = replace(check, markdown=text, cited_invocation_ids=cited,
-                        removed=check.removed + [{"rendered": True, **r} for r in removed])
+                        removed=check.removed + [{"rendered": True, **r} for r in removed],
+                        suggestions=[a["text"] for a in advice], advice=advice)
         outcome = "PASS" if not check.removed else "STATEMENTS_REMOVED"
         return {K.REPORT_STATUS: "checked", K.REPORT_CHECK: check, K.FINAL_ANSWER: text,
                 K.EVENT_DETAIL: {**detail, "statements_removed": len(check.removed), "outcome": outcome}}
@@ -261,6 +263,10 @@ class AlertAgents:
                                       reason=why, language=state.get(K.LANGUAGE) or "en",
                                       intake_error=_intake_error(state))
         check = self._check(state, text)
+        language = state.get(K.LANGUAGE) or "en"
+        steps = [_t("next_logs", language), _t("next_retry", language)]
+        check = replace(check, suggestions=steps,
+                        advice=[{"text": t, "verified": False, "destructive": False, "claimId": None} for t in steps])
         return {K.REPORT_CHECK: check, K.FINAL_ANSWER: check.markdown,
                 K.EVENT_DETAIL: {"statements_verified": check.statements_verified,
                                  "statements_removed": len(check.removed)}}

@@ -8,10 +8,12 @@ from typing import Any, Mapping
 
 from diagnosis.agents.aiops import CITATION_RE, PROBE_PATH, ReportCheck, TaskResult, _text
 from diagnosis.agents.catalog import prompt_echoed
-from diagnosis.answer_render import claim_sentence, clean_suggestion, knowledge_only
+from diagnosis.advice import is_destructive
+from diagnosis.answer_render import claim_sentence, claim_text, clean_suggestion, knowledge_only
 from diagnosis.answer_render import text as render_text
 from diagnosis.contracts import EXECUTOR_EVIDENCE_VERSION, BindingReason
 from diagnosis.gatekeeper import verify_bindings
+from diagnosis.markdown_text import md_cell, md_code, md_inline
 from diagnosis.model_text import foreign_citations, id_like_tokens
 
 
@@ -110,6 +112,7 @@ TEXT = {
                   "zh": "检查告警服务的错误日志和关键指标（错误率、延迟、资源饱和度）。"},
     "next_retry": {"en": "Review the queries in the run trace and run the analysis again.",
                    "zh": "在运行追踪中查看已执行的查询，然后重新发起分析。"},
+    "coverage": {"en": "Coverage: {n} of {total} alert(s) analysed.", "zh": "覆盖范围：共 {total} 条告警，已分析 {n} 条。"},
     "stopped_early": {"en": "_The analysis stopped early ({reason}); this report covers only what was verified before._",
                       "zh": "_分析提前终止（{reason}）；本报告只包含此前已验证的内容。_"},
 }
@@ -120,7 +123,13 @@ def _t(key: str, language: str, **values: Any) -> str:
 
 
 def _cell(value: Any, limit: int = 80) -> str:
-    return _text(value, limit).replace("|", "\\|") or "-"
+    """A table cell from alert or model text: a code span whose `|` cannot split the row."""
+    return md_cell(value, limit=limit)
+
+
+def _name(value: Any, limit: int = 80) -> str:
+    """A name from alert or model text inside a sentence or a heading: verbatim in a code span."""
+    return md_code(_text(value, limit)) or "-"
 
 
 def alert_table(alerts: list[Mapping[str, Any]], analysed: set[str], language: str) -> list[str]:
@@ -135,14 +144,15 @@ def alert_table(alerts: list[Mapping[str, Any]], analysed: set[str], language: s
 
 
 def _excerpt(text: Any) -> str:
-    return _text(text, 200).replace("`", "'")
+    return md_inline(_text(text, 200))
 
 
 def compose_alert_fallback(*, alerts: list[dict], results: list[TaskResult], reason: str, language: str,
                            intake_error: str | None = None) -> str:
     """The deterministic safe report: the alerts, what was verified for each, next steps; no root cause."""
     analysed = {a for r in results for a in r.task.alert_ids}
-    lines = [_t("degraded", language), "", _t("no_root", language, reason=reason), ""]
+    lines = [_t("degraded", language), "", coverage_line(alerts, results, language), "",
+             _t("no_root", language, reason=re.sub(r"[^a-z0-9_:.\-]", "", str(reason).lower())[:80]), ""]
     lines += [_t("alerts_head", language), "", *alert_table(alerts, analysed, language), ""]
     lines += [_t("per_alert", language), ""]
     by_alert: dict[str, list[dict]] = {}
@@ -150,7 +160,7 @@ def compose_alert_fallback(*, alerts: list[dict], results: list[TaskResult], rea
         for alert_id in result.task.alert_ids:
             by_alert.setdefault(alert_id, []).extend(result.verified_evidence)
     for a in alerts:
-        lines.append(f"- **{_cell(a.get('alertname'))}** ({_cell(a.get('service'))})")
+        lines.append(f"- **{_name(a.get('alertname'))}** ({_name(a.get('service'))})")
         evidence = by_alert.get(a["alert_id"])
         if a["alert_id"] not in analysed:
             lines.append(f"  - {_t('not_analysed', language)}")
@@ -164,17 +174,17 @@ def compose_alert_fallback(*, alerts: list[dict], results: list[TaskResult], rea
                 if key in seen or len(seen) >= 4:
                     continue
                 seen.add(key)
-                lines.append(f"    - `{_excerpt(item.get('evidence_excerpt'))}` [{item.get('source_invocation_id')}]")
+                lines.append(f"    - “{_excerpt(item.get('evidence_excerpt'))}” [{item.get('source_invocation_id')}]")
     with_evidence = {a for r in results if r.verified_evidence for a in r.task.alert_ids}
     lines += ["", _t("conclusion", language),
               _t("conclusion_text", language, n=len(analysed), total=len(alerts), v=len(with_evidence)), ""]
     lines += [_t("risks", language), f"- {_t('risk_unfinished', language)}"]
     missing = [a for a in alerts if a["alert_id"] not in analysed]
     if missing:
-        names = ", ".join(_text(a.get("alertname"), 60) for a in missing[:10]) + (" …" if len(missing) > 10 else "")
+        names = ", ".join(_name(a.get("alertname"), 60) for a in missing[:10]) + (" …" if len(missing) > 10 else "")
         lines.append(f"- {_t('risk_not_analysed', language, n=len(missing), names=names)}")
     if intake_error:
-        lines.append(f"- {_text(intake_error, 300)}")
+        lines.append(f"- {md_inline(_text(intake_error, 300))}")
     lines += ["", _t("next", language), f"- {_t('next_logs', language)}", f"- {_t('next_retry', language)}"]
     return "\n".join(lines) + "\n"
 
@@ -194,23 +204,35 @@ def report_suggestions(markdown: str | None, limit: int = 5) -> list[str]:
     return picked
 
 
+def coverage_line(alerts: list[Mapping[str, Any]], results: list[TaskResult], language: str) -> str:
+    analysed = {a for r in results for a in r.task.alert_ids} & {a["alert_id"] for a in alerts}
+    return _t("coverage", language, n=len(analysed), total=len(alerts))
+
+
 def render_aiops_report(*, alerts: list[dict], results: list[TaskResult], language: str,
-                        suggestions: list[str]) -> tuple[str, list[dict], list[str]]:
-    """The served report (SPEC R1): the alerts, then per alert only the verified claims of the tasks that
-    analysed it, each with its quoted excerpts and citations, then labelled unchecked suggestions.
-    Returns (markdown, removed audit entries, cited invocation ids)."""
+                        suggestions: list[str]) -> tuple[str, list[dict], list[str], list[dict]]:
+    """The served report (SPEC R1): the coverage, the alerts, then per alert only the verified claims of the
+    tasks that analysed it, each with its quoted excerpts and citations, then labelled unchecked suggestions
+    (a destructive one with a warning). Returns (markdown, removed audit entries, cited invocation ids,
+    advice with its flags)."""
     analysed = {a for r in results for a in r.task.alert_ids}
-    lines = [_t("alerts_head", language), "", *alert_table(alerts, analysed, language), "", _t("per_alert", language), ""]
+    lines = [coverage_line(alerts, results, language), "", _t("alerts_head", language), "",
+             *alert_table(alerts, analysed, language), "", _t("per_alert", language), ""]
     removed: list[dict] = []
     cited: list[str] = []
-    names = {a["alert_id"]: _cell(a.get("alertname")) for a in alerts}
+    flagged: list[str] = []
+    names = {a["alert_id"]: _name(a.get("alertname")) for a in alerts}
     for result in results:
-        covered = ", ".join(names.get(a, a) for a in result.task.alert_ids) or "-"
-        head = f"**{_cell(result.task.service)}** ({covered})"
+        covered = ", ".join(names.get(a, md_code(a)) for a in result.task.alert_ids) or "-"
+        head = f"**{_name(result.task.service)}** ({covered})"
         verified_ids = {str(e.get("source_invocation_id")) for e in result.verified_evidence}
         claims = list(result.verified_claims)
         shown = []
         for claim in claims[:8]:
+            if knowledge_only(claim) and is_destructive(claim_text(claim)):
+                flagged.append(str(claim.get("statement", "")))
+                removed.append({"claim_id": claim.get("claim_id"), "reason": "destructive_command"})
+                continue
             sentence, ids = claim_sentence(claim, language, knowledge=knowledge_only(claim))
             bad = foreign_citations(sentence, verified_ids)
             if bad:
@@ -224,15 +246,20 @@ def render_aiops_report(*, alerts: list[dict], results: list[TaskResult], langua
     if missing:
         lines.append(f"- {', '.join(missing[:10])}: {_t('not_analysed', language)}")
     kept: list[str] = []
-    for raw in suggestions:
+    advice: list[dict] = []
+    for raw, from_knowledge in [(f, True) for f in flagged] + [(s, False) for s in suggestions]:
         cleaned, why = clean_suggestion(raw, prompt_echoed)
         if cleaned is None:
             removed.append({"where": "suggestions", "reason": why})
-        elif cleaned not in kept:
-            kept.append(cleaned)
+            continue
+        destructive = from_knowledge or is_destructive(raw)
+        shown_text = f"{render_text('destructive', language)}{cleaned}" if destructive else cleaned
+        if shown_text not in kept and len(kept) < 5:
+            kept.append(shown_text)
+            advice.append({"text": shown_text, "verified": False, "destructive": destructive, "claimId": None})
     if kept:
-        lines += ["", render_text("suggestions", language)] + [f"- {s}" for s in kept[:5]]
-    return "\n".join(lines) + "\n", removed, sorted(set(cited))
+        lines += ["", render_text("suggestions", language)] + [f"- {s}" for s in kept]
+    return "\n".join(lines) + "\n", removed, sorted(set(cited)), advice
 
 
 def has_alert_table(markdown: str) -> bool:

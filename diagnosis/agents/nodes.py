@@ -22,6 +22,8 @@ from diagnosis.graph.state import PlannerMode
 from diagnosis.graph.state import StateKey as K
 from diagnosis.graph.topology import DiagnosisNodes
 from diagnosis.llm.base import ModelError, ModelInvalidOutputError
+from diagnosis.localisation.taxonomy import CAUSE_KINDS
+from diagnosis.structured_diagnosis import no_records, record_services, records_resolver
 from diagnosis.tools.registry import ALLOWED_TOOLS
 
 MAX_PLAN_STEPS = 12
@@ -112,15 +114,17 @@ def validate_composition(output: Any) -> dict:
 
 def compose_answer(*, plan: Mapping[str, Any], verified_output: Mapping[str, Any] | None, verdict: str | None,
                    language: str, verifier: Mapping[str, Any] | None = None, offline: bool = False,
-                   failed_tools=()) -> dict:
+                   failed_tools=(), lookup=None, run_id: str = "") -> dict:
     """Render the answer on the server from the verified claims the plan names (SPEC R1)."""
     claims = [c for c in (verified_output or {}).get("claims") or [] if isinstance(c, Mapping)]
     unsupported = {str(c.get("claim_id")) for c in (verifier or {}).get("claim_checks") or []
                    if isinstance(c, Mapping) and c.get("supported") is False}
     # A verified statement that repeats a system prompt is not shown either.
     unsupported |= {str(c.get("claim_id")) for c in claims if prompt_echoed(str(c.get("statement", "")))}
+    records_of = records_resolver(lookup, claims, run_id=run_id) if lookup is not None else no_records
     rendered = render_answer(plan=plan, claims=claims, verdict=verdict, language=language, exclude=unsupported,
-                             offline=offline, prompt_echoed=prompt_echoed, failed_tools=failed_tools)
+                             offline=offline, prompt_echoed=prompt_echoed, failed_tools=failed_tools,
+                             records_of=records_of)
     return {
         "answer_plan": dict(plan), "answer_markdown": rendered.markdown, "suggestions": rendered.suggestions,
         "cited_invocation_ids": rendered.cited_invocation_ids, "render": rendered.audit(),
@@ -264,6 +268,9 @@ class DiagnosisAgents:
             "verified_evidence": evidence,
             "effective_verdict": state.get(K.EFFECTIVE_VERDICT),
             "verifier": {k: verifier.get(k) for k in ("verdict", "score", "claim_checks", "critical_evidence_gaps", "rationale")},
+            # The only ids the composer may choose for the structured diagnosis (validated on return).
+            "cause_kinds": [{"id": kind.id, "label": kind.label_en} for kind in CAUSE_KINDS],
+            "claim_services": self._claim_services(state),
         }
         try:
             reply = self.ctx.call_model(
@@ -278,9 +285,16 @@ class DiagnosisAgents:
             plan=plan, verified_output=state.get(K.VERIFIED_EXECUTOR_OUTPUT), verdict=verdict,
             language=question_language(question), verifier=verifier, offline=self._offline(),
             failed_tools=[o.tool_name for o in self.ctx.tools.outcomes if o.status == "ERROR"],
+            lookup=self.ctx.lookup, run_id=self.ctx.run_id,
         )
         # A root cause resting only on runbooks or past cases is capped at LOW_CONFID by `map_run_result`.
         return {K.COMPOSER_STATUS: S.COMPLETED, K.COMPOSER_OUTPUT: output, K.FINAL_ANSWER: output["answer_markdown"]}
+
+    def _claim_services(self, state) -> dict[str, list[str]]:
+        """Per verified claim, the services its cited records name (the root-cause service is one of these)."""
+        claims = [c for c in (state.get(K.VERIFIED_EXECUTOR_OUTPUT) or {}).get("claims") or [] if isinstance(c, Mapping)]
+        records_of = records_resolver(self.ctx.lookup, claims, run_id=self.ctx.run_id)
+        return {str(c.get("claim_id")): record_services(records_of(c)) for c in claims}
 
     def _offline(self) -> bool:
         return any(str(name).startswith("offline-analyser") for name in self.ctx.models_used)

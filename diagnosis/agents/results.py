@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any, Mapping
 
-from diagnosis.answer_render import empty_diagnosis
+from diagnosis.structured_diagnosis import empty_diagnosis
 from diagnosis.contracts import RunResult, Verdict, known_verdict
 from diagnosis.graph.state import NodeName as N
 from diagnosis.graph.state import StateKey as K

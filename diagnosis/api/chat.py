@@ -30,14 +30,17 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from diagnosis.api.errors import SUBMISSION_ERRORS, ApiError, submission_error_response
+from diagnosis.api.run_output import RunOutput
 from diagnosis.contracts import RUN_ID_PATTERN
 from diagnosis.ids import is_valid_run_id
 from diagnosis.models import DiagnosisRun
 from diagnosis.observability import metrics
-from diagnosis.selectors import run_events_after, run_evidence_checked, run_get_for_user, run_status, run_suggestions
+from diagnosis.selectors import (
+    run_advice, run_events_after, run_evidence_checked, run_get_for_user, run_status, run_suggestions,
+)
 from diagnosis.services.live_progress import live_events, off_loop, run_wait_terminal, stream_slots
-from diagnosis.services.submission import run_submit
 from diagnosis.services.strategy import MODES
+from diagnosis.services.submission import run_submit
 
 logger = logging.getLogger(__name__)
 
@@ -59,56 +62,11 @@ def run_summary(request, run: DiagnosisRun) -> dict:
         "sessionId": run.session.session_id, "runId": run.run_id, "status": run.status, "agentFlow": run.agent_flow,
         "strategy": run.strategy, "question": run.question, "answer": run.answer or None, "degraded": run.degraded,
         "verdict": run.effective_verdict or None, "evidenceChecked": run_evidence_checked(run=run),
-        "suggestions": run_suggestions(run=run), "diagnosis": run.diagnosis if isinstance(run.diagnosis, dict) else None,
+        "suggestions": run_suggestions(run=run), "advice": run_advice(run=run), "diagnosis": run.diagnosis if isinstance(run.diagnosis, dict) else None,
         "errorCode": run.error_code or None,
         "errorMessage": run.error_message or None, "durationMs": run.duration_ms, "createdAt": run.created_at,
         "startedAt": run.started_at, "finishedAt": run.finished_at, "links": run_links(request, run),
     }
-
-
-class RootCauseOutput(serializers.Serializer):
-    service = serializers.CharField(allow_null=True, help_text="the service the root-cause claim names")
-    cause = serializers.CharField(allow_null=True, help_text="the cause category, e.g. oom_killed, dns_failure")
-    summary = serializers.CharField(help_text="the verified root-cause statement (quoted evidence not included)")
-    startedAt = serializers.CharField(allow_null=True, help_text="ISO 8601 onset of the cause, when known")
-    claimIds = serializers.ListField(child=serializers.CharField(), help_text="the verified claims it rests on")
-
-
-class SymptomOutput(serializers.Serializer):
-    service = serializers.CharField()
-    summary = serializers.CharField()
-    claimIds = serializers.ListField(child=serializers.CharField())
-
-
-class StructuredDiagnosisOutput(serializers.Serializer):
-    rootCause = RootCauseOutput(allow_null=True)
-    nothingWrong = serializers.BooleanField(help_text="the evidence shows no problem")
-    undetermined = serializers.BooleanField(
-        help_text="a problem whose cause this run could not establish; never healthy and never PASS")
-    symptoms = SymptomOutput(many=True)
-
-
-class RunOutput(serializers.Serializer):
-    sessionId = serializers.CharField()
-    runId = serializers.CharField()
-    status = serializers.ChoiceField(DiagnosisRun.Status.choices)
-    agentFlow = serializers.ChoiceField(DiagnosisRun.Flow.choices)
-    strategy = serializers.ChoiceField(DiagnosisRun.Strategy.choices)
-    question = serializers.CharField()
-    answer = serializers.CharField(allow_null=True)
-    degraded = serializers.BooleanField()
-    verdict = serializers.ChoiceField(DiagnosisRun.Verdict.choices, allow_null=True)
-    evidenceChecked = serializers.BooleanField(help_text="false for SIMPLE answers, which no Gatekeeper checked")
-    suggestions = serializers.ListField(child=serializers.CharField(),
-                                        help_text="advice in the answer that was not checked against evidence")
-    diagnosis = StructuredDiagnosisOutput(allow_null=True, help_text="null until a diagnosis run succeeds")
-    errorCode = serializers.CharField(allow_null=True)
-    errorMessage = serializers.CharField(allow_null=True)
-    durationMs = serializers.IntegerField(allow_null=True)
-    createdAt = serializers.DateTimeField()
-    startedAt = serializers.DateTimeField(allow_null=True)
-    finishedAt = serializers.DateTimeField(allow_null=True)
-    links = serializers.DictField(child=serializers.URLField())
 
 
 class ChatThrottle(UserRateThrottle):

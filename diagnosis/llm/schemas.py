@@ -22,6 +22,8 @@ from typing import Any, Literal, Optional, Union
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from diagnosis.structured_diagnosis import CAUSE_KIND_IDS, CLAIM_ID_PATTERN
+
 from .base import ModelInvalidOutputError
 
 SCHEMA_VERSION = "v1"
@@ -125,6 +127,18 @@ class NextStep(_Out):
     text: Optional[str] = _text(400)
 
 
+# The structured diagnosis as a choice among ids the server offers (diagnosis/structured_diagnosis.py): the
+# outcome, a cause-kind id of the payload's ``cause_kinds``, a service among the payload's ``claim_services``
+# of the root claims, and the claim ids of the symptoms. The server reads the onset and the summaries from
+# the cited records itself; any other value is dropped.
+class DiagnosisChoice(_Out):
+    outcome: Optional[Literal["root_cause", "nothing_wrong", "undetermined"]] = None
+    cause: Optional[str] = Field(default=None, json_schema_extra={"enum": [*CAUSE_KIND_IDS, None]})
+    service: Optional[str] = _text(128)
+    symptoms: list[str] = Field(default_factory=list, json_schema_extra={**_max(12), "items": {
+        "type": "string", "pattern": CLAIM_ID_PATTERN}})
+
+
 class ComposerAnswer(_Out):
     version: Literal["answer_plan_v1"] = "answer_plan_v1"
     root_cause: list[str] = Field(default_factory=list, json_schema_extra=_max(12))
@@ -132,6 +146,7 @@ class ComposerAnswer(_Out):
     impact: list[str] = Field(default_factory=list, json_schema_extra=_max(12))
     timeline: list[str] = Field(default_factory=list, json_schema_extra=_max(12))
     next_steps: list[Union[NextStep, str]] = Field(default_factory=list, json_schema_extra=_max(12))
+    diagnosis: Optional[DiagnosisChoice] = None
 
 
 # --- alert analysis (AI_OPS) ----------------------------------------------------------------------

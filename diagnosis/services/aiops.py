@@ -22,7 +22,8 @@ from diagnosis.agents.aiops import ACTIVE_STATES, INACTIVE_STATES, MAX_ROUNDS, a
 from diagnosis.agents.aiops_nodes import AlertSupervisor, outcome_of
 from diagnosis.agents.catalog import prompt_audit
 from diagnosis.agents.results import bounded_audit
-from diagnosis.contracts import RunResult
+from diagnosis.answer_render import plain_statement
+from diagnosis.contracts import RunResult, known_verdict
 from diagnosis.graph.aiops_topology import AiOpsKey
 from diagnosis.graph.engine import GraphRunError
 from diagnosis.graph.trace import build_orchestration_trace
@@ -31,6 +32,7 @@ from diagnosis.redaction import redact_text, redact_value
 from diagnosis.services import memory
 from diagnosis.services.run_context import RunContext
 from diagnosis.services.submission import RunRefused, run_submit
+from diagnosis.structured_diagnosis import claim_id_ok, empty_diagnosis, no_records, records_resolver, service_of
 
 logger = logging.getLogger(__name__)
 
@@ -257,6 +259,21 @@ def aiops_input(run: DiagnosisRun) -> dict[str, Any]:
 # --------------------------------------------------------------------------- execute
 
 
+def aiops_diagnosis(outcome, agent) -> dict[str, Any]:
+    """The structured diagnosis of an alert analysis: no single root cause (each alert has its own
+    findings), one symptom per task with verified claims (its service read from the records they cite),
+    and the coverage: alerts analysed out of alerts received."""
+    claims = [c for r in outcome.results for c in r.verified_claims[:1]]
+    records_of = records_resolver(agent.lookup, claims, run_id=agent.run_id) if claims else no_records
+    symptoms = []
+    for claim in claims:
+        service = service_of(records_of(claim))
+        if service and claim_id_ok(claim.get("claim_id")):
+            symptoms.append({"service": service, "summary": plain_statement(claim.get("statement", "")),
+                             "claimIds": [claim["claim_id"]]})
+    return redact_value({**empty_diagnosis(), "symptoms": symptoms, "coverage": outcome.coverage})
+
+
 def aiops_execute(rc: RunContext) -> DiagnosisRun | None:
     """Run the alert-analysis graph for a claimed AI_OPS run and save the checked report with its
     `stategraph-v1` orchestration trace. The supervisor decisions, the per-task Gatekeeper audits and
@@ -290,6 +307,8 @@ def aiops_execute(rc: RunContext) -> DiagnosisRun | None:
                            "citedInvocationIds": outcome.cited_invocation_ids,
                            "alertsTotal": len(outcome.alerts), "alertsSource": outcome.alerts_source})
     done = rc.succeed(RunResult(answer=report, degraded=outcome.degraded, self_evaluation=evaluation,
+                                effective_verdict=known_verdict(outcome.verdict()),
+                                diagnosis=aiops_diagnosis(outcome, rc.agent),
                                 orchestration_trace=outcome.orchestration_trace))
     memory.memory_append(session=run.session, run=done)
     return done

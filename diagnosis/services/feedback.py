@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from django.db import transaction
 from django.utils import timezone
 
+from diagnosis.answer_render import plain_statement
 from diagnosis.contracts import BINDING_FIELDS, SelfEvaluation
 from diagnosis.models import CaseLibraryEntry, DiagnosisRun, ToolInvocation
 from diagnosis.redaction import redact_text
@@ -60,13 +61,26 @@ MAX_CASE_CLAIMS = 20
 
 
 def verified_claims(self_evaluation) -> list[dict]:
-    """The run's claims that passed the Gatekeeper, each with only its verified bindings."""
+    """The claims a reader was shown: verified by the Gatekeeper *and* rendered in the served answer (its
+    sections, minus anything the renderer removed), each with only its verified bindings and with the
+    statement as shown. A degraded answer shows no statement, so it keeps none."""
+    evaluation = SelfEvaluation.read(self_evaluation)
+    render = evaluation.verifier.raw.get("answer_render") if isinstance(evaluation.verifier.raw, dict) else None
+    render = render if isinstance(render, dict) else {}
+    sections = render.get("sections") if isinstance(render.get("sections"), dict) else {}
+    shown = {c for ids in sections.values() if isinstance(ids, list) for c in ids if isinstance(c, str)}
+    shown -= {r.get("claim_id") for r in render.get("removed") or () if isinstance(r, dict) and r.get("where") == "render"}
+    legacy = "sections" not in render  # stored before answers recorded what they showed: every verified claim
     kept = []
-    for claim in SelfEvaluation.read(self_evaluation).verified_claims[:MAX_CASE_CLAIMS]:
+    for claim in evaluation.verified_claims:
+        if not legacy and str(claim.claim_id) not in shown:
+            continue
         evidence = [{k: str(b.get(k, ""))[:2000] for k in BINDING_FIELDS} for b in claim.evidence]
         if evidence:
-            kept.append({"claim_id": str(claim.claim_id if claim.claim_id is not None else "")[:64],
-                         "statement": claim.statement.strip()[:2000], "evidence": evidence})
+            kept.append({"claim_id": str(claim.claim_id)[:64], "statement": plain_statement(claim.statement),
+                         "evidence": evidence})
+        if len(kept) >= MAX_CASE_CLAIMS:
+            break
     return kept
 
 
@@ -93,9 +107,15 @@ def case_upsert(*, run: DiagnosisRun, user) -> CaseLibraryEntry:
         "claims": verified_claims(run.self_evaluation),
         "root_cause_summary": root_cause_summary(run=run), "tags": _service_tags(run=run),
     }
-    case, _ = CaseLibraryEntry.objects.update_or_create(
-        run=run, defaults=fields, create_defaults={**fields, "created_by": user},
-    )
+    case = CaseLibraryEntry.objects.filter(run=run).first()
+    if case is None:
+        return CaseLibraryEntry.objects.create(run=run, created_by=user, **fields)
+    changed = case.claims != fields["claims"]
+    for name, value in fields.items():
+        setattr(case, name, value)
+    if changed:
+        case.version += 1
+    case.save()
     return case
 
 
@@ -132,8 +152,15 @@ def case_publish(*, user, case: CaseLibraryEntry, publish: bool = True) -> CaseL
     if not can_publish_cases(user):
         raise CasePublishRefused("only support staff publish cases")
     if publish:
+        if case.status != CaseLibraryEntry.Status.PUBLISHED:
+            case.version += 1  # what is published now is a new version, whatever was withdrawn before
         case.status, case.published_by, case.published_at = CaseLibraryEntry.Status.PUBLISHED, user, timezone.now()
+        case.withdrawn_at = None
     else:
+        # Withdrawn: out of retrieval at once (the index is keyed on the published set) and shown as
+        # withdrawn in the diff of any replay of a run that used it.
+        if case.status == CaseLibraryEntry.Status.PUBLISHED:
+            case.withdrawn_at = timezone.now()
         case.status, case.published_by, case.published_at = CaseLibraryEntry.Status.CANDIDATE, None, None
-    case.save(update_fields=["status", "published_by", "published_at", "updated_at"])
+    case.save(update_fields=["status", "published_by", "published_at", "version", "withdrawn_at", "updated_at"])
     return case

@@ -49,6 +49,7 @@ from diagnosis.ids import new_invocation_id
 from diagnosis.llm.base import Usage
 from diagnosis.models import AgentStep, DiagnosisRun, RunEvent, ToolInvocation
 from diagnosis.observability import metrics
+from diagnosis.progress_names import checked_event, violation_event
 from diagnosis.services.lifecycle import LeaseLost
 from diagnosis.services.live_progress import publish_event
 
@@ -178,7 +179,17 @@ class DbRunObserver:
         return self.seq
 
     def event(self, kind: str, data: dict) -> None:
+        data, violations = checked_event(kind, data)
         self._events.append(RunEvent(run_id=self.run_pk, kind=kind, data=data, seq=self._place(kind, data)))
+        self._violations(violations)
+
+    def _violations(self, violations: list[dict]) -> None:
+        """A name outside its closed set never reaches the stream: it is recorded as a violation event."""
+        for violation in violations:
+            data = violation_event(violation)
+            self._events.append(RunEvent(run_id=self.run_pk, kind="violation", data=data,
+                                         seq=self._place("violation", data)))
+            logger.warning("run %s: progress event rejected: %s", self.run_id, data)
 
     __call__ = event
 
@@ -259,9 +270,10 @@ class DbRunObserver:
         served = self._served_by() if self._served_by is not None else None
         source, mode = served if served else (None, "")
         invocation_id = self._invocation_id(source.invocation_id if source is not None else None)
-        seq = self._place("tool", tool_event(invocation_id=invocation_id, tool_name=tool_name, status=status,
-                                             duration_ms=duration_ms, replay=self._served_by is not None,
-                                             replay_mode=mode))
+        event, violations = checked_event("tool", tool_event(
+            invocation_id=invocation_id, tool_name=tool_name, status=status, duration_ms=duration_ms,
+            replay=self._served_by is not None, replay_mode=mode))
+        seq = self._place("tool", event)
         self._invocations.append(ToolInvocation(
             run_id=self.run_pk, session_id=self.session_id, step_id=self.current_step_id,
             invocation_id=invocation_id, tool_name=tool_name, arguments=arguments, status=status,
@@ -269,6 +281,7 @@ class DbRunObserver:
             duration_ms=duration_ms, retrieval_details=retrieval_details,
             source_invocation_id=source.pk if source is not None else None, replay_mode=mode, seq=seq,
         ))
+        self._violations(violations)
         self.tool_count += 1
         metrics.tool_call(tool=tool_name, result=result, status=status, duration_ms=duration_ms)
         return invocation_id

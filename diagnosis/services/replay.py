@@ -179,7 +179,7 @@ def replay_context(run: DiagnosisRun, publish) -> dict:
     if source is None:
         raise RunCannotStart("replay_source_missing", "the recorded run no longer exists")
     live = wiring.backends() if options.live_fallback else None
-    backend = RecordedBackend(InvocationsRecording(source).recorded_calls(), live=live)
+    backend = RecordedBackend(InvocationsRecording(source).recorded_calls(), live=live, cases_check=wiring.cases_check)
     model, model_names = replay_chat_model(options)
     # Each invocation is marked with how the recorded backend served it, and a copy served from the
     # recording keeps the source's invocation id when it is free in this run, so the claims and the

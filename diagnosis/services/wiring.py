@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import threading
 from pathlib import Path
 
@@ -155,11 +156,12 @@ class KnowledgeSearch:
             for c in KnowledgeChunk.objects.select_related("document").order_by("id")
         ]
         # Published cases only (SPEC R3), and only their verified claims with the excerpts that backed them.
+        # Named by the case's own id and version, never by the run it came from (another user's run).
         cases = [
-            Chunk(chunk_id=f"case:{run_id}", source_type="case", source_id=run_id, title=f"Past incident {run_id}",
-                  path=f"case_library/{run_id}", content=case_text(claims))
-            for run_id, claims in CaseLibraryEntry.objects.filter(status=CaseLibraryEntry.Status.PUBLISHED)
-            .values_list("source_run_id", "claims").order_by("-updated_at")[:500]
+            Chunk(chunk_id=f"case-{pk}:v{version}", source_type="case", source_id=f"case-{pk}",
+                  title=f"Past incident case-{pk}", path=f"case_library/case-{pk}/v{version}", content=case_text(claims))
+            for pk, version, claims in CaseLibraryEntry.objects.filter(status=CaseLibraryEntry.Status.PUBLISHED)
+            .values_list("pk", "version", "claims").order_by("-updated_at")[:500]
         ]
         return runbooks + cases
 
@@ -174,9 +176,46 @@ class KnowledgeSearch:
     def search(self, *, query: str, top_k: int, exclude_chunk_ids: set[str]) -> list[dict]:
         return [
             {"source_type": c.source_type, "source_id": c.source_id, "title": c.title, "path": c.path,
-             "chunk_id": c.chunk_id, "score": round(score, 4), "content": c.content}
+             "chunk_id": c.chunk_id, "score": round(score, 4), "content": c.content,
+             **case_reference(c.chunk_id)}
             for c, score in self.index().search(query, top_k, exclude_chunk_ids=exclude_chunk_ids)
         ]
+
+
+CASE_CHUNK_RE = re.compile(r"^case-(\d+):v(\d+)$")
+
+
+def case_reference(chunk_id: str) -> dict:
+    """``{case_id, case_version}`` for a case chunk (empty for a runbook chunk)."""
+    match = CASE_CHUNK_RE.match(chunk_id or "")
+    return {"case_id": f"case-{match[1]}", "case_version": int(match[2])} if match else {}
+
+
+def cases_check(results: list[dict]) -> list[dict]:
+    """A replay's recorded knowledge results, with every case that is no longer published (withdrawn,
+    or gone) replaced by a stub that says so and quotes nothing."""
+    wanted = {int(m[1]) for r in results if (m := CASE_CHUNK_RE.match(str(r.get("chunk_id") or "")))}
+    legacy = {str(r.get("source_id")) for r in results
+              if r.get("source_type") == "case" and not CASE_CHUNK_RE.match(str(r.get("chunk_id") or ""))}
+    published = set(CaseLibraryEntry.objects.filter(pk__in=wanted, status=CaseLibraryEntry.Status.PUBLISHED)
+                     .values_list("pk", flat=True)) if wanted else set()
+    legacy_published = {run_id: pk for run_id, pk in CaseLibraryEntry.objects.filter(
+        source_run_id__in=legacy, status=CaseLibraryEntry.Status.PUBLISHED).values_list("source_run_id", "pk")} \
+        if legacy else {}
+    checked = []
+    for r in results:
+        if r.get("source_type") != "case":
+            checked.append(r)
+            continue
+        reference = case_reference(str(r.get("chunk_id") or ""))
+        pk = int(reference["case_id"][5:]) if reference else legacy_published.get(str(r.get("source_id")))
+        if reference and pk in published or (not reference and pk is not None):
+            checked.append({**r, **({"case_id": f"case-{pk}"} if not reference else {})})
+            continue
+        checked.append({"source_type": "case", "chunk_id": str(r.get("chunk_id") or "")[:64] if reference else "case-withdrawn",
+                        "source_id": reference.get("case_id", "case-withdrawn"), "title": "Withdrawn past incident",
+                        "path": "", "score": r.get("score"), "content": "", "case_status": "withdrawn", **reference})
+    return checked
 
 
 _override: dict = {"telemetry": None}

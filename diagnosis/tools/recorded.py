@@ -74,13 +74,16 @@ class Served:
 class RecordedBackend:
     """Logs, metrics, alerts, Kubernetes, traces, changes and knowledge, all answered from one recorded run."""
 
-    def __init__(self, calls: Iterable[RecordedCall], *, live: Backends | None = None):
+    def __init__(self, calls: Iterable[RecordedCall], *, live: Backends | None = None,
+                 cases_check=None):
         self._queues: dict[str, deque[RecordedCall]] = defaultdict(deque)
         self._last: dict[str, RecordedCall] = {}
         for call in calls:
             if call.status in ("SUCCESS", "ERROR"):  # a BLOCKED call never reached a backend
                 self._queues[normalise_arguments(call.tool_name, call.arguments)].append(call)
         self.live = live
+        # (recorded knowledge results) -> the same, with cases no longer published replaced by a stub
+        self.cases_check = cases_check
         self._served: Served | None = None
 
     def take_served(self) -> Served | None:
@@ -130,7 +133,8 @@ class RecordedBackend:
 
         result = self._serve("lookup_knowledge", {"query": query, "top_k": top_k}, live)
         results = result.get("results") if isinstance(result, dict) else None
-        return list(results) if isinstance(results, list) else []
+        results = [r for r in results if isinstance(r, dict)] if isinstance(results, list) else []
+        return self.cases_check(results) if self.cases_check is not None else results
 
     def backends(self) -> Backends:
         return Backends(logs=self, metrics=self, alerts=self, knowledge=self, kubernetes=self, traces=self, changes=self)

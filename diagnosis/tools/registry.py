@@ -323,6 +323,10 @@ class ToolBox:
         results = b.knowledge.search(query=args["query"], top_k=top_k, exclude_chunk_ids=set(self.seen_chunk_ids))
         self.seen_chunk_ids.update(r["chunk_id"] for r in results)
         details = {"returned_chunk_ids": [r["chunk_id"] for r in results], "excluded": len(self.seen_chunk_ids) - len(results)}
+        cases = [{"caseId": r["case_id"], "version": r.get("case_version"), "status": r.get("case_status", "published")}
+                 for r in results if r.get("source_type") == "case" and r.get("case_id")]
+        if cases:
+            details["cases"] = cases  # the case versions this run used (a replay shows a withdrawn one as such)
         return {"query": args["query"], "results": results}, details
 
     def _record(self, name, args, status, result, error, started, details=None) -> ToolOutcome:

@@ -133,7 +133,10 @@ def test_the_aiops_rule_evaluation_is_stored(alice_api, demo_knowledge):
     assert evaluation["fallback_used"] is False and evaluation["degraded"] is False
     assert evaluation["budget"]["max_tool_calls"] == 12 and evaluation["budget"]["model_calls"] == run.step_count
     assert run.self_evaluation["prompt_audit"]["prompts"]["aiops"] == "v2"
-    assert run.effective_verdict == ""  # no verifier ran: no verdict is made up
+    # The verdict is the Gatekeeper's over the report's citations (every claim verified, every alert analysed).
+    assert run.effective_verdict == "PASS"
+    assert run.diagnosis["coverage"] == {"alertsAnalysed": 3, "alertsReceived": 3}
+    assert run.answer.startswith("Coverage: 3 of 3 alert(s) analysed.")
 
 
 def test_the_run_is_recorded_as_aiops_steps_and_invocations_with_an_orchestration_trace(alice_api, demo_knowledge):
@@ -287,3 +290,19 @@ def test_a_request_id_of_a_chat_run_is_not_reused_for_an_alert_analysis(alice_ap
     response = alice_api.post("/api/ai_ops", {"alerts": PAYMENT, "sessionId": "ops-4", "requestId": "r-1"}, format="json")
     assert response.status_code == 400 and response.json()["error"]["field"] == "requestId"
     assert DiagnosisRun.objects.filter(agent_flow="AI_OPS").count() == 0
+
+
+def test_a_partial_analysis_states_its_coverage_and_is_never_a_pass(alice_api, demo_knowledge, settings, eager_tasks):
+    settings.AIOPS_MAX_ROUNDS = 1  # one round: the supervisor plans, so no task runs (in-process: a setting)
+    run, _events = analyse(alice_api, {"alerts": PAYMENT + ORDER})
+    coverage = run.diagnosis["coverage"]
+    assert coverage["alertsReceived"] == len(PAYMENT + ORDER) and coverage["alertsAnalysed"] < coverage["alertsReceived"]
+    assert f"{coverage['alertsAnalysed']} of {coverage['alertsReceived']} alert(s) analysed" in run.answer
+    assert run.effective_verdict != "PASS"
+
+
+def test_the_report_fills_its_suggestions(alice_api, demo_knowledge):
+    run, _events = analyse(alice_api, {"alerts": PAYMENT})
+    body = alice_api.get(f"/api/runs/{run.run_id}").json()
+    assert body["suggestions"] and all(isinstance(s, str) and s for s in body["suggestions"])
+    assert [a["text"] for a in body["advice"] if not a["verified"]] == body["suggestions"]

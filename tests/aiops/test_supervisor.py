@@ -53,7 +53,12 @@ def test_the_offline_analyser_traces_each_scenarios_alerts_to_its_root_cause(sce
     truth = json.loads((scenario / "ground_truth.json").read_text())
     outcome, recorder, _events = supervise(alerts_of(scenario))
     report = outcome.report_markdown
-    assert not outcome.degraded and outcome.report_check.removed == []
+    # Nothing is removed but runbook steps that carry a destructive command: those go to the labelled
+    # suggestions with a warning, never to the verified findings.
+    removed = [r for r in outcome.report_check.removed if r.get("reason") != "destructive_command"]
+    assert not outcome.degraded and removed == []
+    flagged = [r for r in outcome.report_check.removed if r.get("reason") == "destructive_command"]
+    assert len([a for a in outcome.report_check.advice if a["destructive"]]) >= min(1, len(flagged))
     assert f"{truth['root_cause_service']} —" in report, report
     assert any(k.lower() in report.lower() for k in truth["cause_keywords"])
     cited = set(INVOCATION_RE.findall(report))

@@ -54,5 +54,7 @@ def test_a_rated_run_reaches_no_other_user_before_publishing_and_never_with_its_
     after = chat(bob_api, "payment-service is failing again, why?", "privacy-b")
     lookups = ToolInvocation.objects.filter(run__run_id=after["runId"], tool_name="lookup_knowledge", status="SUCCESS")
     retrieved = [r for inv in lookups for r in inv.result["results"]]
-    assert any(r["source_type"] == "case" and r["source_id"] == alice_run["runId"] for r in retrieved)  # the control
-    assert CANARY not in what_bob_sees(bob_api, after, "privacy-b")
+    assert any(r["source_type"] == "case" and r["source_id"] == case.case_id for r in retrieved)  # the control
+    # The case is known to bob by its own id only: the run it came from (alice's) is nowhere in what he sees.
+    seen = what_bob_sees(bob_api, after, "privacy-b")
+    assert CANARY not in seen and alice_run["runId"] not in seen and alice_run["runId"][4:] not in seen

@@ -34,4 +34,6 @@ def test_a_useful_diagnosis_becomes_a_case_that_a_later_run_retrieves(alice_api,
     second = bob_api.post("/api/chat", {"question": "payment-service is failing again, why?", "sessionId": "e2e-b"}, format="json").json()
     lookups = ToolInvocation.objects.filter(run__run_id=second["runId"], tool_name="lookup_knowledge", status="SUCCESS")
     retrieved = [r for inv in lookups for r in inv.result["results"]]
-    assert any(r["source_type"] == "case" and r["source_id"] == run["runId"] for r in retrieved)
+    case_id = CaseLibraryEntry.objects.get(run__run_id=run["runId"]).case_id
+    assert any(r["source_type"] == "case" and r["source_id"] == case_id for r in retrieved)
+    assert run["runId"] not in str(retrieved)  # another user's run is known by its case id only

@@ -14,7 +14,8 @@ def test_a_diagnosis_run_returns_its_structured_root_cause_everywhere(alice_api,
     assert body["status"] == "SUCCESS", body
     diagnosis = body["diagnosis"]
     root = diagnosis["rootCause"]
-    assert root["service"] == "payment-service" and root["cause"], diagnosis
+    assert root["service"] == "payment-service" and root["cause"] == "resource.pool", diagnosis
+    assert root["startedAt"] and root["basis"] == "observed"  # the onset of the cited records
     assert root["claimIds"] and root["summary"].startswith("Root cause")
     assert diagnosis["nothingWrong"] is False and diagnosis["undetermined"] is False
     run = DiagnosisRun.objects.get(run_id=body["runId"])
@@ -43,5 +44,120 @@ def test_the_schema_describes_the_structured_diagnosis():
     run = schema["RunOutput"]["properties"]
     assert "diagnosis" in run
     structured = schema["StructuredDiagnosisOutput"]["properties"]
-    assert set(structured) == {"rootCause", "nothingWrong", "undetermined", "symptoms"}
-    assert set(schema["RootCauseOutput"]["properties"]) == {"service", "cause", "summary", "startedAt", "claimIds"}
+    assert set(structured) == {"rootCause", "nothingWrong", "undetermined", "symptoms", "coverage"}
+    assert set(schema["RootCauseOutput"]["properties"]) == {"service", "cause", "summary", "startedAt", "claimIds", "basis"}
+
+
+# --------------------------------------------------------------------------- a lying composer cannot shape it
+
+LIAR_SERVICE = "ledger-api"
+
+
+def _lying_run(openai_llm, make_run, *, statement: str, choice: dict, level_error: bool = True, extra_plan=None):
+    """A run whose executor makes one honest claim (a genuine payment-service log line) and whose composer
+    tries to dictate the structured diagnosis."""
+    from diagnosis.services.execution import run_execute
+    from tests.diagnosis.conftest import tool_outputs, user_payload
+    from tests.support.fake_openai import Reply, answer_plan
+
+    plan = {"version": "planner_plan_v1", "goal": "x", "services": ["payment-service"],
+            "steps": [{"tool": "query_logs", "arguments": {"service": "payment-service", "query": "level:ERROR"}}]}
+    openai_llm.always(Reply.json(plan), role="planner")
+    arguments = {"service": "payment-service", **({"query": "level:ERROR"} if level_error else {})}
+    openai_llm.enqueue(Reply.tool_calls(("query_logs", arguments, "c1")), role="executor")
+
+    def executor(request):
+        logs = next(o for o in tool_outputs(request) if o["tool"] == "query_logs")
+        index, record = next((i, r) for i, r in enumerate(logs["result"]["records"])
+                             if (r["level"] == "ERROR") == level_error and len(r["message"]) > 20)
+        binding = {"source_invocation_id": logs["invocation_id"], "tool_name": "query_logs",
+                   "raw_path": f"$.records[{index}].message", "evidence_excerpt": record["message"]}
+        return Reply.json({"version": "executor_evidence_v2", "summary": "s", "open_questions": [],
+                           "claims": [{"claim_id": "c1", "statement": statement, "evidence": [binding]}]})
+
+    openai_llm.always(executor, role="executor")
+    openai_llm.always(Reply.json({"verdict": "PASS", "score": 0.9, "claim_checks": []}), role="verifier")
+    openai_llm.always(lambda r: Reply.json({**answer_plan(user_payload(r)), "diagnosis": choice, **(extra_plan or {})}),
+                      role="composer")
+    run = run_execute(run_id=make_run("Why is payment-service failing?").run_id)
+    run.refresh_from_db()
+    assert run.status == "SUCCESS", (run.error_code, run.error_message)
+    return run
+
+
+@pytest.mark.django_db
+def test_the_root_cause_service_is_the_cited_records_not_the_statements(openai_llm, make_run, demo_knowledge):
+    run = _lying_run(openai_llm, make_run, statement=f"{LIAR_SERVICE} ran out of database connections.",
+                     choice={"outcome": "root_cause", "cause": "resource.pool", "service": LIAR_SERVICE,
+                             "started_at": "1999-01-01T00:00:00Z"})
+    root = run.diagnosis["rootCause"]
+    assert root["service"] == "payment-service" and run.root_service == "payment-service"
+    assert root["cause"] == "resource.pool"
+    # The start time is the cited record's own timestamp, never one the composer wrote.
+    cited = run.self_evaluation["verifier_evaluation"]["verified_evidence"][0]
+    record = next(r for r in run.tool_invocations.get(invocation_id=cited["source_invocation_id"]).result["records"]
+                  if r["message"] == cited["evidence_excerpt"])
+    assert root["startedAt"] == record["timestamp"] != "1999-01-01T00:00:00Z"
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("cause", ["cosmic_rays_from_ledger", "<img src=x onerror=alert(1)>", "network.DNS"])
+def test_a_cause_outside_the_closed_kind_set_is_never_served(openai_llm, make_run, demo_knowledge, cause):
+    run = _lying_run(openai_llm, make_run, statement="payment-service ran out of database connections.",
+                     choice={"outcome": "root_cause", "cause": cause})
+    assert run.diagnosis["rootCause"]["cause"] is None
+
+
+@pytest.mark.django_db
+def test_claim_ids_follow_the_pattern_and_exist_in_the_run(openai_llm, make_run, demo_knowledge):
+    run = _lying_run(openai_llm, make_run, statement="payment-service ran out of database connections.",
+                     choice={"outcome": "root_cause", "symptoms": ["c1", "ghost", "<b>x</b>", "c1 ; drop"]},
+                     extra_plan={"root_cause": ["c1", "ghost-claim", "bad id!"]})
+    root = run.diagnosis["rootCause"]
+    assert root["claimIds"] == ["c1"]
+    assert run.diagnosis["symptoms"] == []  # the root claim is no symptom; the others are not claims of the run
+    plan = run.self_evaluation["verifier_evaluation"]["composer_audit"]["answer_plan"]
+    assert "bad id!" not in plan["root_cause"] and "<b>x</b>" not in plan["diagnosis"]["symptoms"]
+
+
+@pytest.mark.django_db
+def test_nothing_wrong_is_refused_over_a_cited_error_line(openai_llm, make_run, demo_knowledge):
+    run = _lying_run(openai_llm, make_run, statement="payment-service is healthy.",
+                     choice={"outcome": "nothing_wrong"}, extra_plan={"root_cause": [], "evidence": ["c1"]})
+    assert run.diagnosis["nothingWrong"] is False and run.diagnosis["undetermined"] is True
+    assert run.effective_verdict != "PASS"  # an undetermined problem is never a PASS
+
+
+@pytest.mark.django_db
+def test_nothing_wrong_stands_over_quiet_records(openai_llm, make_run, demo_knowledge):
+    run = _lying_run(openai_llm, make_run, statement="payment-service logs look routine.", level_error=False,
+                     choice={"outcome": "nothing_wrong"}, extra_plan={"root_cause": [], "evidence": ["c1"]})
+    assert run.diagnosis["nothingWrong"] is True and run.diagnosis["rootCause"] is None
+
+
+@pytest.mark.django_db
+def test_a_root_cause_resting_only_on_a_runbook_is_labelled_and_capped(openai_llm, make_run, demo_knowledge):
+    from diagnosis.services.execution import run_execute
+    from tests.diagnosis.conftest import tool_outputs, user_payload
+    from tests.security.test_lying_model import PLAN, Script, evidence, play
+    from tests.support.fake_openai import Reply, answer_plan
+
+    def executor(request):
+        kb = next(o for o in tool_outputs(request) if o["tool"] == "lookup_knowledge")
+        content = kb["result"]["results"][0]["content"]
+        excerpt = next(line.strip(" -*#") for line in content.splitlines() if len(line.strip(" -*#")) > 30)
+        return evidence({"claim_id": "c1", "statement": "The runbook names pool exhaustion as the usual cause.",
+                         "evidence": [{"source_invocation_id": kb["invocation_id"], "tool_name": "lookup_knowledge",
+                                       "raw_path": "$.results[0].content", "evidence_excerpt": excerpt}]})
+
+    play(openai_llm, Script(executor=executor, tool_args={"query": "payment-service connection pool exhausted"},
+                            tool_name="lookup_knowledge",
+                            composer=lambda r: Reply.json({**answer_plan(user_payload(r)),
+                                                           "diagnosis": {"outcome": "root_cause", "cause": "resource.pool"}})))
+    run = run_execute(run_id=make_run("Why is payment-service failing?").run_id)
+    run.refresh_from_db()
+    assert run.status == "SUCCESS", (run.error_code, run.error_message)
+    root = run.diagnosis["rootCause"]
+    assert root["basis"] == "knowledge_only" and root["service"] is None
+    assert run.effective_verdict == "LOW_CONFID"
+    assert "A similar past incident or runbook describes" in run.answer

@@ -75,8 +75,8 @@ def test_gfm_tables_and_strikethrough_render_and_raw_html_does_not():
                              "[x](javascript:alert(1)) https://example.com"))
     assert '<th style="text-align:left">a</th>' in html and '<td style="text-align:right">2</td>' in html
     assert "<s>old</s> new" in html
-    assert "<img" not in html and "onerror" not in html
-    assert 'href="javascript' not in html
+    assert "<img" not in html and "&lt;img src=x onerror=alert(1)&gt;" in html  # raw HTML is text
+    assert 'href="javascript' not in html and "[x](javascript:alert(1))" in html
     assert 'href="https://example.com"' not in html  # no linkify: only written links are links
 
 

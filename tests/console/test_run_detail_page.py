@@ -9,6 +9,7 @@ import pytest
 from django.urls import reverse
 
 from diagnosis.models import DiagnosisRun
+from tests.support.html_checks import active_markup
 from tests.console.scenarios import LOGS, POOL_EXCERPT, evidence_retry_run, fallback_run, happy_run
 from tests.factories import DiagnosisRunFactory
 
@@ -49,20 +50,26 @@ def test_the_summary_shows_status_verdict_timings_tokens_and_versions(staff_clie
     assert "Started" in page and "Finished" in page and "queued 180 ms" in page
 
 
-def test_the_answer_is_markdown_with_the_html_sanitised(staff_client, alice):
+def test_the_answer_is_markdown_with_raw_html_and_foreign_links_shown_as_text(staff_client, alice, settings):
+    settings.MARKDOWN_LINK_HOSTS = ["runbooks.example"]
     run = happy_run(owner=alice)
     invocation = run.tool_invocations.get()
     DiagnosisRun.objects.filter(pk=run.pk).update(answer=(
         "**Pool exhausted** [%s] and [inv-deadbeef]\n\n<script>alert('x')</script>\n\n"
-        "[click](javascript:alert(1)) <img src=x onerror=alert(1)> <a href=\"https://runbooks.example/db\" onclick=\"x()\">runbook</a>"
+        "[click](javascript:alert(1)) <img src=x onerror=alert(1)> <a href=\"https://runbooks.example/db\" onclick=\"x()\">runbook</a> "
+        "[db runbook](https://runbooks.example/db) [elsewhere](https://evil.example/x) ![pic](https://runbooks.example/p.png)"
         % invocation.invocation_id))
     answer = section(detail(staff_client, run), "answer")
     assert "<strong>Pool exhausted</strong>" in answer
     assert f'<a class="citation" href="#{invocation.invocation_id}">' in answer  # a citation of this run links
     assert "[inv-deadbeef]" in answer and 'href="#inv-deadbeef"' not in answer  # an unknown one does not
-    assert "<script" not in answer and "alert('x')" not in answer
-    assert 'href="javascript' not in answer and "onerror" not in answer and "<img" not in answer and "onclick" not in answer
-    assert 'href="https://runbooks.example/db"' in answer and 'rel="noopener noreferrer nofollow"' in answer
+    # Raw HTML is shown as text; only a link to an allowed host is a link, and an image is never embedded.
+    assert "&lt;script&gt;alert('x')&lt;/script&gt;" in answer and "&lt;img src=x onerror=alert(1)&gt;" in answer
+    allowed = {f"#{invocation.invocation_id}", "https://runbooks.example/db", "https://runbooks.example/p.png"}
+    assert active_markup(answer, allowed_href=lambda href: href in allowed) == []
+    assert '<a href="https://runbooks.example/db" rel="noopener noreferrer nofollow">db runbook</a>' in answer
+    assert "elsewhere (<code>https://evil.example/x</code>)" in answer and 'href="https://evil.example' not in answer
+    assert 'href="javascript' not in answer and "<img" not in answer
 
 
 def test_the_route_is_drawn_with_the_termination_reason_and_each_transition(staff_client, retried):

@@ -37,3 +37,18 @@ def test_an_undetermined_run_says_so_and_a_run_without_diagnosis_has_no_block(au
                                                              "undetermined": True, "symptoms": []})
     page = _page(auditor_client, run)
     assert "undetermined" in page[page.index('id="structured-diagnosis"'):][:800]
+
+
+def test_a_root_cause_resting_only_on_knowledge_is_labelled_and_capped(staff_client, alice):
+    from diagnosis.models import DiagnosisRun
+    from tests.console.scenarios import happy_run
+
+    run = happy_run(owner=alice)
+    DiagnosisRun.objects.filter(pk=run.pk).update(effective_verdict="LOW_CONFID", diagnosis={
+        "rootCause": {"service": None, "cause": "resource.pool", "summary": "A runbook says the pool runs dry.",
+                      "startedAt": None, "claimIds": ["c1"], "basis": "knowledge_only"},
+        "nothingWrong": False, "undetermined": False, "symptoms": []})
+    page = staff_client.get(f"/admin/diagnosis/diagnosisrun/{run.pk}/change/").content.decode()
+    block = page[page.index('id="structured-diagnosis"'):]
+    block = block[:block.index("</section>")]
+    assert "runbook or case only" in block and "capped at LOW_CONFID" in block

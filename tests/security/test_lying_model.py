@@ -71,12 +71,13 @@ class Script:
     composer: Callable | None = None
     verifier: Callable | None = None
     tool_args: dict | None = None
+    tool_name: str = "query_logs"
 
 
 def play(fake, script: Script) -> None:
     fake.always(Reply.json(PLAN), role="planner")
     args = script.tool_args or {"service": "payment-service", "query": "level:ERROR"}
-    fake.enqueue(Reply.tool_calls(("query_logs", args, "call_1")), role="executor")
+    fake.enqueue(Reply.tool_calls((script.tool_name, args, "call_1")), role="executor")
     fake.always(script.executor or (lambda r: evidence(honest_claim(r))), role="executor")
     fake.always(script.verifier or Reply.json({"verdict": "PASS", "score": 0.9, "claim_checks": [],
                                                 "critical_evidence_gaps": []}), role="verifier")
@@ -221,6 +222,12 @@ def attack_scripts(token: str) -> dict[str, Script]:
         # huge outputs: cut before any reader sees the end
         "huge-statement": Script(executor=with_claim("payment-service pool exhausted " + "x" * 200_000 + f" {token}")),
         "huge-suggestion": Script(composer=plan_with(next_steps=[{"text": "Restart it " + "y" * 50_000 + f" {token}"}])),
+        # the structured diagnosis: the composer only chooses among offered ids
+        "composer-diagnosis-hint": Script(composer=plan_with(diagnosis={
+            "outcome": "root_cause", "service": f"{token}-svc", "cause": token.lower(),
+            "started_at": "2001-01-01T00:00:00Z", "symptoms": [{"service": f"{token}-svc", "claim_id": "c1"}, token]})),
+        # the progress stream: a tool name the model invents
+        "executor-invented-tool-name": Script(tool_name=f"{token}_tool"),
     }
 
 

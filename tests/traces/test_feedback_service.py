@@ -31,8 +31,9 @@ def test_the_summary_never_falls_back_to_the_answers_free_text(alice):
 
 
 def test_the_summary_is_capped_at_500_characters(alice):
-    claim = {"claim_id": "c1", "statement": "word " * 400, "evidence": [{"source_invocation_id": "inv-00000000"}]}
-    run = make_run(owner=alice, self_evaluation={"verifier_evaluation": {"verified_executor_output": {"claims": [claim]}}})
+    claims = [{"claim_id": f"c{i}", "statement": "word " * 400, "evidence": [{"source_invocation_id": "inv-00000000"}]}
+              for i in range(3)]
+    run = make_run(owner=alice, self_evaluation={"verifier_evaluation": {"verified_executor_output": {"claims": claims}}})
     summary = root_cause_summary(run=run)
     assert len(summary) == 500 and summary.endswith("…")
 
@@ -96,7 +97,7 @@ def test_retrieval_returns_only_published_cases_and_only_their_verified_claims(a
     case_publish(user=support_staff, case=published)
     results = KnowledgeSearch().search(query="zebrapool exhausted", top_k=10, exclude_chunk_ids=set())
     cases = [r for r in results if r["source_type"] == "case"]
-    assert [r["source_id"] for r in cases] == [published.source_run_id]
+    assert [r["source_id"] for r in cases] == [published.case_id]  # never the run it came from
     text = " ".join(f"{r['title']} {r['content']}" for r in cases)
     assert "zebrapool published claim" in text and "zebrapool exhausted at noon" in text
     assert "QUESTIONTOKEN" not in text and "ANSWERTOKEN" not in text and candidate.source_run_id not in text

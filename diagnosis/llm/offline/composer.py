@@ -165,21 +165,42 @@ def compose(si: Mapping[str, Any]) -> AnswerPlan:
     return plan
 
 
+# The analyser's own cause keys as kinds of the closed taxonomy (diagnosis/localisation/taxonomy.py): the
+# composer may only choose a kind id; keys with no kind name none.
+CAUSE_KIND_OF = {
+    "db_connection_pool_exhausted": "resource.pool", "worker_pool_exhausted": "resource.pool",
+    "memory_leak_oom": "resource.memory", "gc_pauses": "resource.memory", "oom_killed": "resource.memory",
+    "disk_full": "resource.disk", "inode_exhaustion": "resource.disk",
+    "noisy_neighbour_cpu": "resource.cpu", "cpu_throttling": "resource.cpu",
+    "slow_downstream_dependency": "dependency.database", "db_replication_lag": "dependency.database",
+    "db_deadlock": "dependency.database", "db_lock_wait": "dependency.database",
+    "db_too_many_connections": "dependency.database",
+    "cache_memory_limit": "dependency.cache", "cache_disabled": "dependency.cache",
+    "consumer_lag_rebalance": "dependency.queue", "upstream_breaking_change": "change.deploy",
+    "missing_config": "change.config", "invalid_config": "change.config", "config_change": "change.config",
+    "credentials_rejected": "change.secret", "image_pull": "change.image", "failed_scheduling": "scheduling.pending",
+    "dns_failure": "network.dns", "tls_certificate_expired": "network.tls", "connection_refused": "network.refused",
+    "upstream_rate_limited": "capacity.rate_limit",
+}
+
+
 def _diagnosis_hint(found: list[tuple[Mapping[str, Any], Any]], root: RootCause | None,
                     nothing: Mapping[str, Any] | None, verdict: str) -> dict[str, Any]:
-    """The structured outcome the server checks against what it renders (answer_render.structured_diagnosis)."""
+    """The composer's choice for the structured diagnosis: an outcome, a cause-kind id, the root service
+    (kept only when a cited record names it) and symptom claim ids; the server derives the onset and the
+    rest (diagnosis/structured_diagnosis.py)."""
     concluded = verdict in ("PASS", "LOW_CONFID")
-    hint: dict[str, Any] = {"outcome": "undetermined", "symptoms": []}
+    hint: dict[str, Any] = {"outcome": "undetermined", "cause": None, "symptoms": []}
     root_service = None
     if concluded and root is not None:
         root_service = root.service
         if root.cause in CAUSE_BY_KEY:
-            hint.update(outcome="root_cause", service=root_service, cause=root.cause)
+            hint.update(outcome="root_cause", cause=CAUSE_KIND_OF.get(root.cause), service=root_service)
     elif concluded and nothing is not None:
         hint["outcome"] = "nothing_wrong"
     seen = {root_service}
     for claim, finding in found:
         if isinstance(finding, (MetricMove, LogPattern, AlertFiring)) and finding.service not in seen:
             seen.add(finding.service)
-            hint["symptoms"].append({"service": finding.service, "claim_id": claim["claim_id"]})
+            hint["symptoms"].append(claim["claim_id"])
     return hint
