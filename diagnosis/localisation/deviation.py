@@ -84,7 +84,11 @@ def shift(times: list[float], values: list[float]) -> Shift | None:
     after = values[k:]
     beyond = [(v - centre) * direction > BAND * scale for v in after]
     tail = values[-min(3, len(values) - k):]
-    sustained = (sum(beyond) >= 0.7 * len(beyond) and (median(tail) - centre) * direction > BAND * scale)
+    # Sustained: most points since the onset are beyond the band, and it is still there at the end, or it
+    # keeps coming back (a sawtooth: memory that climbs to its limit, drops at a restart and climbs again).
+    share = sum(beyond) / len(beyond)
+    still = (median(tail) - centre) * direction > BAND * scale
+    sustained = share >= 0.7 and still or share >= 0.6 and len(beyond) >= 10
     peak = max(after) if direction > 0 else min(after)
     return Shift(times[k], k, centre, median(after), peak, scale, abs(median(after) - centre) / scale, direction,
                  sustained)

@@ -48,6 +48,7 @@ class Edge:
 class Graph:
     edges: dict[tuple[str, str], Edge] = field(default_factory=dict)
     unresolved: dict[str, list[tuple[str, Ref]]] = field(default_factory=lambda: defaultdict(list))
+    nodes: set[str] = field(default_factory=set)  # the entities that are nodes, not services
 
     def add(self, caller: str, callee: str, via: str, ref: Ref | None = None) -> None:
         if not caller or not callee or caller == callee:
@@ -98,6 +99,13 @@ def named_in(message: str, evidence: Evidence, known: set[str]) -> tuple[list[st
     return list(dict.fromkeys(found)), list(dict.fromkeys(unresolved))
 
 
+def addressed_in(message: str, evidence: Evidence, known: set[str]) -> list[str]:
+    """The services a line reaches by URL, connection string, ``host:port`` or keyed host."""
+    names = [m.group(1) for m in _URL_HOST.finditer(message)] + [m.group(1) for m in _HOST_PORT.finditer(message)]
+    names += [m.group(1) for m in _KEYED_HOST.finditer(message)]
+    return [t for t in dict.fromkeys(resolve(n, evidence, known) for n in names) if t]
+
+
 def build_graph(evidence: Evidence) -> Graph:
     graph = Graph()
     known = evidence.services() | set(evidence.queried)
@@ -108,6 +116,9 @@ def build_graph(evidence: Evidence) -> Graph:
                 graph.add(labels[a], labels[b], "metric", series.ref)
     for record in evidence.logs:
         if not at_least(record.level, "WARN"):
+            # Routine lines still name what a service talks to, by address or connection string.
+            for target in addressed_in(record.message, evidence, known - {record.service}):
+                graph.add(record.service, target, "log", record.ref)
             continue
         services, unresolved = named_in(record.message, evidence, known - {record.service})
         for target in services:
@@ -118,20 +129,26 @@ def build_graph(evidence: Evidence) -> Graph:
                 graph.unresolved[record.service].append((address, record.ref))
     for call in evidence.calls:
         graph.add(call.caller, call.callee, "trace", call.ref)
+    def node_key(node: str) -> str:
+        key = node if node in known else f"node:{node}"
+        graph.nodes.add(key)
+        return key
+
     hosts: dict[str, list[str]] = defaultdict(list)
     for placement in evidence.placements:
         if placement.node:
-            graph.add(placement.service, f"node:{placement.node}", "placement")
-            hosts[placement.node].append(placement.service)
-    for node, services in hosts.items():
-        for service in dict.fromkeys(services):
-            graph.add(f"node:{node}", service, "placement")
+            hosts[node_key(placement.node)].append(placement.service)
     for series in evidence.series:  # a workload series that carries its node places it there too
         node = series.labels.get("node")
         service = series.labels.get("service") or series.labels.get("app")
-        if node and service:
-            graph.add(service, f"node:{node}", "placement")
-            graph.add(f"node:{node}", service, "placement")
+        if node and service and service != node:
+            hosts[node_key(node)].append(service)
+        elif not service and node_of(series.labels):
+            node_key(node_of(series.labels))
+    for node, services in hosts.items():
+        for service in dict.fromkeys(services):
+            graph.add(service, node, "placement")
+            graph.add(node, service, "placement")
     return graph
 
 

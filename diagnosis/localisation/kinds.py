@@ -80,7 +80,16 @@ _ROLE_HINTS = (
 GENERIC = {"network.timeout", "network.refused", "change.deploy", "resource.cpu"}
 
 
-def word_votes(text: str) -> Counter:
+def masked(text: str, names: set[str] | frozenset = frozenset()) -> str:
+    """The text with service names blanked: a service called \"image-cache\" says nothing about images or caches."""
+    for name in sorted(names, key=len, reverse=True):
+        if name and name in text:
+            text = text.replace(name, " ")
+    return text
+
+
+def word_votes(text: str, names: set[str] | frozenset = frozenset()) -> Counter:
+    text = masked(text, names)
     votes: Counter = Counter()
     for kind, pattern, weight in _COMPILED:
         if pattern.search(text):
@@ -88,7 +97,7 @@ def word_votes(text: str) -> Counter:
     return votes
 
 
-def signal_votes(signal: Signal) -> Counter:
+def signal_votes(signal: Signal, names: set[str] | frozenset = frozenset()) -> Counter:
     votes: Counter = Counter()
     if signal.source == "metric":
         kind = _METRIC_KINDS.get(signal.kind)
@@ -96,7 +105,7 @@ def signal_votes(signal: Signal) -> Counter:
             votes[kind] += 3.0 * signal.strength
         elif signal.kind == "saturation":
             votes["resource.pool"] += 1.0 * signal.strength
-            votes.update({k: v * 0.3 for k, v in word_votes(signal.text.replace("_", " ")).items()})
+            votes.update({k: v * 0.3 for k, v in word_votes(signal.text.replace("_", " "), names).items()})
         return votes
     if signal.source == "kube":
         for pattern, kind in _KUBE_REASONS:
@@ -104,14 +113,14 @@ def signal_votes(signal: Signal) -> Counter:
                 votes[kind] += 4.0
                 return votes
         if signal.kind == "CreateContainerConfigError":
-            words = word_votes(signal.text)
+            words = word_votes(signal.text, names)
             votes["change.secret" if words.get("change.secret") else "change.config"] += 4.0
             return votes
-        votes.update({k: v * 0.5 for k, v in word_votes(signal.text).items()})
+        votes.update({k: v * 0.5 for k, v in word_votes(signal.text, names).items()})
         return votes
     if signal.source == "change":
         kind = _CHANGE_KINDS.get(signal.kind, "change.deploy")
-        what = word_votes(signal.detail.get("what", ""))
+        what = word_votes(signal.detail.get("what", ""), names)
         for refined in ("change.image", "change.flag", "change.secret", "change.config"):
             if what.get(refined) and kind in ("change.deploy", "change.config"):
                 kind = refined
@@ -119,7 +128,7 @@ def signal_votes(signal: Signal) -> Counter:
         votes[kind] += 2.0
         return votes
     if signal.source in ("log", "trace"):
-        votes.update({k: v * signal.strength for k, v in word_votes(signal.text).items()})
+        votes.update({k: v * signal.strength for k, v in word_votes(signal.text, names).items()})
     return votes
 
 

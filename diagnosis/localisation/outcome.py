@@ -87,10 +87,13 @@ def localise_evidence(evidence: Evidence, subject: Iterable[str] = ()) -> Locali
     candidates = candidates_of(signals)
     explain(candidates, graph)
     ranked = rank(candidates)
+    names = known | set(evidence.queried) | set(evidence.addresses) | graph.nodes
     texts = [r.message for r in evidence.logs if at_least(r.level, "WARN")] + [s.name for s in evidence.series]
     for candidate in ranked:
         caller_lines = [ref.excerpt for edge in graph.callers(candidate.service) if edge.via == "log" for ref in edge.refs]
-        cause_kind(candidate, context, caller_lines, texts)
+        caller_lines += [t.records[0].message for (service, _), t in templates.items()
+                         if service == candidate.service and at_least(t.level, "ERROR")][:6]
+        cause_kind(candidate, context, caller_lines, texts, names)
     result = Localisation("nothing_wrong", candidates=ranked, subject=subject, without_data=without, context=context)
     roots = [c for c in ranked if c.explained_by is None and c.strength >= MIN_ROOT_STRENGTH]
     if not roots:
@@ -101,14 +104,14 @@ def localise_evidence(evidence: Evidence, subject: Iterable[str] = ()) -> Locali
     result.root, result.kind, result.onset = top.service, top.kind, top.onset
     result.path = _path(subject, top.service, graph)
     result.outcome = "root_cause"
-    reason = _doubt(top, roots, graph, evidence, candidates)
+    reason = _doubt(top, roots, graph, evidence, candidates, context)
     if reason:
         result.outcome, result.reason = "undetermined", reason
         result.next_checks = _next_checks(top, graph, evidence)
     return result
 
 
-def _doubt(top: Candidate, roots: list[Candidate], graph, evidence: Evidence, candidates) -> str:
+def _doubt(top: Candidate, roots: list[Candidate], graph, evidence: Evidence, candidates, context: list[Signal]) -> str:
     """Why the top root is not decisive, or "" when it is."""
     if len(roots) > 1:
         second = roots[1]
@@ -121,17 +124,22 @@ def _doubt(top: Candidate, roots: list[Candidate], graph, evidence: Evidence, ca
         return "dependency_not_examined"
     if graph.unresolved.get(top.service) and _symptom_like(top):
         return "address_not_resolved"
+    changed = [e.callee for e in graph.dependencies(top.service) if e.via != "placement" and any(
+        c.source == "change" and c.entity == e.callee and c.onset is not None and top.onset is not None
+        and top.onset - 3600 <= c.onset <= top.onset + TOLERANCE_S for c in context)]
+    if changed and not any(c.source == "change" and c.entity == top.service for c in context):
+        return "dependency_changed"
     if top.kind is None:
         return "kind_unknown"
-    votes = sorted(top.kind_votes.values(), reverse=True)
-    if len(votes) > 1 and votes[0] < KIND_MARGIN * votes[1]:
+    ranked = sorted(top.kind_votes.items(), key=lambda kv: -kv[1])
+    if len(ranked) > 1 and ranked[0][1] < KIND_MARGIN * ranked[1][1] \
+            and ranked[0][0].split(".")[0] != ranked[1][0].split(".")[0]:
         return "kind_ambiguous"
     return ""
 
 
 def _symptom_like(candidate: Candidate) -> bool:
-    return candidate.kind in (None, "network.timeout", "network.refused", "resource.pool") or all(
-        s.kind in ("latency", "errors", "saturation", "traffic") for s in candidate.faults if s.source == "metric")
+    return candidate.kind in (None, "network.timeout", "network.refused", "resource.pool")
 
 
 def _next_checks(top: Candidate, graph, evidence: Evidence) -> list[NextCheck]:
@@ -171,6 +179,7 @@ def describe(localisation: Localisation) -> dict[str, Any]:
         "reason": localisation.reason,
         "candidates": [{"service": c.service, "onset": c.onset, "strength": round(c.strength, 3),
                         "explained_by": c.explained_by, "kind": c.kind,
+                        "votes": {k: round(v, 2) for k, v in c.kind_votes.most_common(3)},
                         "signals": [f"{s.source}:{s.kind}:{s.text[:60]}" for s in c.evidence()[:4]]}
                        for c in localisation.candidates[:6]],
     }

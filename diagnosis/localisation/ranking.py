@@ -43,7 +43,9 @@ class Candidate:
 
 
 def _onset(signals: list[Signal]) -> float | None:
-    times = [s.onset for s in signals if s.fault and s.onset is not None]
+    """The first point of sustained deviation. Kubernetes only dates what happened last (a container's last
+    termination, an event's first report after several): a service seen only there has no known onset."""
+    times = [s.onset for s in signals if s.fault and s.onset is not None and s.source != "kube"]
     return min(times) if times else None
 
 
@@ -62,12 +64,13 @@ def candidates_of(signals: list[Signal]) -> dict[str, Candidate]:
 
 def _not_later(dependency: Candidate, candidate: Candidate) -> bool:
     if dependency.onset is None or candidate.onset is None:
-        return dependency.onset is not None or candidate.onset is None
+        return True  # an unknown onset cannot be later
     return dependency.onset <= candidate.onset + TOLERANCE_S
 
 
-def _only_resource(candidate: Candidate) -> bool:
-    return all(s.kind in RESOURCE for s in candidate.faults)
+def _shares_resource(candidate: Candidate, host: Candidate) -> bool:
+    kinds = {s.kind for s in candidate.faults} & {"cpu", "memory", "disk"}
+    return bool(kinds & {s.kind for s in host.faults})
 
 
 def explain(candidates: dict[str, Candidate], graph: Graph) -> None:
@@ -78,8 +81,8 @@ def explain(candidates: dict[str, Candidate], graph: Graph) -> None:
             dependency = candidates.get(edge.callee)
             if dependency is None or not _not_later(dependency, candidate):
                 continue
-            if edge.via == "placement" and not _only_resource(candidate):
-                continue  # a node explains starvation, not an application's own errors
+            if edge.via == "placement" and not _shares_resource(candidate, dependency):
+                continue  # a node explains starvation of what it is short of, not an application's own errors
             options.append((dependency.onset if dependency.onset is not None else math.inf,
                             -dependency.strength, dependency.service, edge))
         if options:
@@ -89,7 +92,7 @@ def explain(candidates: dict[str, Candidate], graph: Graph) -> None:
     for candidate in candidates.values():
         other = candidates.get(candidate.explained_by or "")
         if other is not None and other.explained_by == candidate.service:
-            keep = _root_of_pair(candidate, other)
+            keep = _root_of_pair(candidate, other, graph.nodes)
             keep.explained_by, keep.edge = None, None
 
 
@@ -100,13 +103,13 @@ def _symptom_only(candidate: Candidate) -> bool:
     return all(s.kind in _SYMPTOM_KINDS or (s.source == "log" and not s.detail.get("new")) for s in candidate.faults)
 
 
-def _root_of_pair(a: Candidate, b: Candidate) -> Candidate:
+def _root_of_pair(a: Candidate, b: Candidate, nodes: set[str]) -> Candidate:
+    if (a.service in nodes) != (b.service in nodes):
+        return b if a.service in nodes else a  # a node is short of what a workload on it takes
     if a.onset is not None and b.onset is not None and abs(a.onset - b.onset) > 1:
         return a if a.onset < b.onset else b
     if _symptom_only(a) != _symptom_only(b):
         return b if _symptom_only(a) else a
-    if a.service.startswith("node:") != b.service.startswith("node:"):
-        return b if a.service.startswith("node:") else a
     return a if (a.strength, a.service) >= (b.strength, b.service) else b
 
 
@@ -135,19 +138,21 @@ def rank(candidates: dict[str, Candidate]) -> list[Candidate]:
     return sorted(roots, key=key) + sorted(rest, key=key)
 
 
-def cause_kind(candidate: Candidate, context: list[Signal], caller_lines: list[str], texts: list[str]) -> None:
+def cause_kind(candidate: Candidate, context: list[Signal], caller_lines: list[str], texts: list[str],
+               names: set[str] = frozenset()) -> None:
     """The candidate's kind: votes of its own signals, of the lines callers wrote about it, of changes on it
     shortly before its onset, and its dependency role when the votes only say "slow" or "refused"."""
     votes: Counter = Counter()
     for signal in candidate.faults:
-        votes.update(signal_votes(signal))
+        votes.update(signal_votes(signal, names))
     for text in caller_lines:
-        votes.update({k: 0.5 * v for k, v in word_votes(text).items()})
+        votes.update({k: 0.5 * v for k, v in word_votes(text, names).items()})
     onset = candidate.onset
     for signal in context:
         if signal.source == "change" and onset is not None and signal.onset is not None \
                 and onset - 3600 <= signal.onset <= onset + TOLERANCE_S:
-            votes.update({k: v * (1.5 if _symptom_only(candidate) else 0.5) for k, v in signal_votes(signal).items()})
+            votes.update({k: v * (1.5 if _symptom_only(candidate) else 0.5)
+                          for k, v in signal_votes(signal, names).items()})
     role = role_of(candidate.service, texts)
     if role and (not votes or max(votes, key=votes.get) in GENERIC | {"resource.pool"}):
         votes[role] += max(votes.values(), default=0) + 0.5

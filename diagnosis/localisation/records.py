@@ -315,7 +315,8 @@ def _read_kubernetes(evidence: Evidence, inv: str, result: Mapping[str, Any]) ->
                 if not isinstance(state, Mapping) or not state.get("reason"):
                     continue
                 reason = str(state["reason"])
-                ts = parse_time(state.get("finishedAt") or state.get("startedAt"))
+                # The last termination's time says when it last happened, not when the trouble began.
+                ts = None if key == "lastState" else parse_time(state.get("finishedAt") or state.get("startedAt"))
                 evidence.kube.append(KubeFact(Ref(inv, "query_kubernetes", f"$.pods[{i}].containers[{j}].{key}.reason",
                                                   reason), service, reason, ts, str(state.get("message") or ""),
                                               reason not in ("Completed",)))

@@ -20,7 +20,7 @@ from diagnosis.localisation.templates import Template, mine
 
 MIN_SCORE = 6.0  # robust deviations for a metric shift to count
 MIN_RELATIVE = 0.2  # and at least this far from its baseline, relatively
-LOG_LLR = 6.0  # log-likelihood ratio of a template's rate change to count
+LOG_LLR = 4.0  # log-likelihood ratio of a template's rate change to count
 MIN_BASELINE_S = 480  # seconds of logs before a change needed to call it a change
 
 
@@ -121,7 +121,7 @@ def metric_signals(evidence: Evidence) -> list[Signal]:
         entity = service_of(series.labels)
         if not entity:
             node = node_of(series.labels)
-            entity = f"node:{node}" if node else ""
+            entity = node if node in evidence.services() else f"node:{node}" if node else ""
         if not entity:
             continue
         kind = metric_kind(name, series.labels)
@@ -147,6 +147,10 @@ def metric_signals(evidence: Evidence) -> list[Signal]:
 
 # --------------------------------------------------------------------------- logs
 
+# A routine line that announces a change: a deploy, a rollout, a new version, a configuration or flag update.
+CHANGE_LINE = re.compile(r"(?<![A-Za-z])(?:deploy(?:ed|ing|ment)?|roll(?:ed|ing)? ?out|rollout|released?|upgraded?|"
+                         r"version|new revision|config(?:uration)? (?:reload(?:ed)?|changed?|updated?|applied)|"
+                         r"reloaded|flag|toggled?|enabled|disabled|migrat(?:ed|ion)|started .* v\d)", re.I)
 _DURATION = re.compile(r"(?<![\w.])(\d+(?:\.\d+)?)\s?(ms|msec|milliseconds|s|sec|seconds|µs|us)\b", re.I)
 
 
@@ -197,11 +201,17 @@ def log_signals(evidence: Evidence, templates: dict[tuple[str, int], Template]) 
             if change and change[0] >= LOG_LLR and ongoing and (change[3] >= 2 or worst == "FATAL"):
                 llr, at, before, after = change
                 first = next(r for r in sorted(records, key=lambda r: r.ts) if r.ts >= at)
-                strength = min(1.0, (0.45 if worst == "WARN" else 0.6) + 0.05 * math.log2(1 + llr)
-                               + (0.1 if before == 0 else 0))
+                if worst == "WARN":  # warnings alone never make a root: they only add to other signals
+                    strength = min(0.4, 0.25 + 0.03 * math.log2(1 + llr))
+                else:
+                    strength = min(1.0, 0.55 + 0.05 * math.log2(1 + llr) + (0.1 if before == 0 else 0))
                 signals.append(Signal(service, "log", "log", at, strength, [first.ref], template.text,
                                       detail={"level": worst, "before": before, "after": after, "new": before == 0,
                                               "template": template, "first": first}))
+        elif len(records) <= 3 and times[0] - low >= MIN_BASELINE_S and CHANGE_LINE.search(template.text):
+            first = min(records, key=lambda r: r.ts)
+            signals.append(Signal(service, "change", "log", first.ts, 0.0, [first.ref], template.text, fault=False,
+                                  detail={"what": first.message}))
         durations = [(r.ts, _duration_ms(r.message)) for r in sorted(records, key=lambda r: r.ts)]
         durations = [(t, v) for t, v in durations if v is not None]
         if len(durations) >= 10:
