@@ -33,9 +33,10 @@ _WORDS: tuple[tuple[str, str, float], ...] = (
     ("resource.disk", r"no space left|enospc|disk (?:is )?full|filesystem (?:is )?full|disk quota|"
                       r"read-only file system|insufficient (?:disk|storage)", 3.0),
     ("resource.cpu", r"cpu|throttl(?:ed|ing) (?:cpu|cfs)|load average", 1.0),
-    ("resource.pool", r"pool|too many connections|too many clients|max_connections|connection limit|"
+    ("resource.pool", r"(?:connection|thread|worker|db|database|client) ?pool|pool (?:is )?(?:exhausted|full|"
+                      r"timeout|limit|size)|hikaripool|connection is not available|too many connections|too many clients|max_connections|connection limit|"
                       r"no (?:available|free) (?:connection|worker|thread)|exhausted|"
-                      r"remaining connection slots|queue (?:is )?full|rejectedexecution", 2.0),
+                      r"remaining connection slots|queue (?:is )?full|rejectedexecution", 2.5),
     ("change.config", r"config(?:uration)?|invalid (?:value|setting|option)|missing (?:key|setting|env)|"
                       r"unknown (?:option|directive|setting)|parse error in|yaml|toml", 1.5),
     ("change.secret", r"secret|credential|password|access denied|authentication failed|unauthori[sz]ed|"

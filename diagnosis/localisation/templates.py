@@ -8,6 +8,7 @@ same words are different news.
 
 from __future__ import annotations
 
+import logging
 import re
 from dataclasses import dataclass, field
 
@@ -18,6 +19,8 @@ from drain3.template_miner_config import TemplateMinerConfig
 from diagnosis.localisation.records import LogRecord
 
 SIMILARITY = 0.5
+# A miner is started per service and run: its start-up notice is not news.
+logging.getLogger("drain3.template_miner").setLevel(logging.WARNING)
 
 _TIMESTAMPS = re.compile(
     r"\d{4}[-/]\d{2}[-/]\d{2}[T ]\d{2}:\d{2}:\d{2}(?:[.,]\d+)?(?:Z|[+-]\d{2}:?\d{2}| UTC)?"
