@@ -29,6 +29,7 @@ _HOST_PORT = re.compile(r"(?<![\w.:/-])([A-Za-z][A-Za-z0-9_-]*(?:\.[A-Za-z0-9_-]
 _IP = re.compile(r"(?<![\d.])(\d{1,3}(?:\.\d{1,3}){3})(?![\d.])")
 _KEYED_HOST = re.compile(r"\b(?:host|hostname|server|upstream|peer|addr|address|endpoint|backend|target|dial|"
                          r"broker|bootstrap\.servers)[\"']?\s*[=:]\s*[\"']?([A-Za-z][A-Za-z0-9_.-]+)", re.I)
+_DIGITS = re.compile(r"\d+")
 _WORD = re.compile(r"[A-Za-z][A-Za-z0-9_-]*[A-Za-z0-9](?:\.[A-Za-z0-9_-]+)*")
 _CALLER_CALLEE = (("source_workload", "destination_workload"), ("deployment", "dst_deployment"),
                   ("source_service", "destination_service"), ("client", "server"), ("caller", "callee"),
@@ -114,11 +115,16 @@ def build_graph(evidence: Evidence) -> Graph:
         for a, b in _CALLER_CALLEE:
             if labels.get(a) and labels.get(b):
                 graph.add(labels[a], labels[b], "metric", series.ref)
+    routine: dict[tuple[str, str], int] = defaultdict(int)
     for record in evidence.logs:
         if not at_least(record.level, "WARN"):
-            # Routine lines still name what a service talks to, by address or connection string.
-            for target in addressed_in(record.message, evidence, known - {record.service}):
-                graph.add(record.service, target, "log", record.ref)
+            # Routine lines still name what a service talks to, by address or connection string; a few
+            # lines of each shape tell it.
+            shape = (record.service, _DIGITS.sub("0", record.message[:160]))
+            routine[shape] += 1
+            if routine[shape] <= 2:
+                for target in addressed_in(record.message, evidence, known - {record.service}):
+                    graph.add(record.service, target, "log", record.ref)
             continue
         services, unresolved = named_in(record.message, evidence, known - {record.service})
         for target in services:

@@ -179,12 +179,15 @@ def parse_time(value: Any) -> float | None:
     return moment.timestamp()
 
 
+_INFINITE = (float("inf"), float("-inf"))
+
+
 def _number(value: Any) -> float | None:
     try:
         number = float(value)
     except (TypeError, ValueError):
         return None
-    return number if number == number and abs(number) != float("inf") else None
+    return None if number != number or number in _INFINITE else number
 
 
 # --------------------------------------------------------------------------- reading

@@ -13,7 +13,6 @@ import re
 from dataclasses import dataclass, field
 
 from drain3 import TemplateMiner
-from drain3.masking import MaskingInstruction
 from drain3.template_miner_config import TemplateMinerConfig
 
 from diagnosis.localisation.records import LogRecord
@@ -29,13 +28,13 @@ _TIMESTAMPS = re.compile(
     r"|[A-Z][a-z]{2} +\d{1,2} \d{2}:\d{2}:\d{2}"
     r"|\b[IWEF]\d{4} \d{2}:\d{2}:\d{2}\.\d+"
 )
-_MASKS = [
-    MaskingInstruction(r"[a-z][a-z0-9+.-]*://\S+", "URL"),
-    MaskingInstruction(r"\b\d{1,3}(?:\.\d{1,3}){3}(?::\d+)?\b", "IP"),
-    MaskingInstruction(r"\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b", "UUID"),
-    MaskingInstruction(r"\b(?=[0-9a-f]*\d)[0-9a-f]{8,}\b", "HEX"),
-    MaskingInstruction(r"(?<![A-Za-z])-?\d+(?:\.\d+)?(?:ms|s|us|µs|m|h|%|[KMG]i?B?)?(?![A-Za-z])", "NUM"),
-]
+_MASKS = (
+    (re.compile(r"[a-z][a-z0-9+.-]*://\S+"), "<URL>"),
+    (re.compile(r"\b\d{1,3}(?:\.\d{1,3}){3}(?::\d+)?\b"), "<IP>"),
+    (re.compile(r"\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b"), "<UUID>"),
+    (re.compile(r"\b(?=[0-9a-f]*\d)[0-9a-f]{8,}\b"), "<HEX>"),
+    (re.compile(r"(?<![A-Za-z])-?\d+(?:\.\d+)?(?:ms|s|us|µs|m|h|%|[KMG]i?B?)?(?![A-Za-z])"), "<NUM>"),
+)
 
 
 @dataclass
@@ -50,8 +49,7 @@ def _config() -> TemplateMinerConfig:
     config = TemplateMinerConfig()
     config.drain_sim_th = SIMILARITY
     config.drain_depth = 4
-    config.masking_instructions = list(_MASKS)
-    config.mask_prefix, config.mask_suffix = "<", ">"
+    config.masking_instructions = []  # masked before mining (``masked``), once per distinct line
     config.profiling_enabled = False
     config.parametrize_numeric_tokens = True
     return config
@@ -62,16 +60,28 @@ def _stripped(message: str) -> str:
     return _TIMESTAMPS.sub(" ", head).strip()[:400]
 
 
+def masked(message: str) -> str:
+    text = _stripped(message)
+    for pattern, mask in _MASKS:
+        text = pattern.sub(mask, text)
+    return text
+
+
 def mine(records: list[LogRecord]) -> dict[tuple[str, int], Template]:
-    """Templates per service, keyed by (service, cluster id)."""
+    """Templates per service, keyed by (service, cluster id). Drain sees each distinct masked line once:
+    lines that differ only in what the masks replace are the same line to it."""
     miners: dict[str, TemplateMiner] = {}
+    seen: dict[tuple[str, str], int] = {}
     templates: dict[tuple[str, int], Template] = {}
     for record in sorted(records, key=lambda r: r.ts):
-        miner = miners.get(record.service)
-        if miner is None:
-            miner = miners[record.service] = TemplateMiner(config=_config())
-        result = miner.add_log_message(f"{record.level} {_stripped(record.message)}")
-        key = (record.service, int(result["cluster_id"]))
+        text = f"{record.level} {masked(record.message)}"
+        cluster_id = seen.get((record.service, text))
+        if cluster_id is None:
+            miner = miners.get(record.service)
+            if miner is None:
+                miner = miners[record.service] = TemplateMiner(config=_config())
+            cluster_id = seen[(record.service, text)] = int(miner.add_log_message(text)["cluster_id"])
+        key = (record.service, cluster_id)
         template = templates.get(key)
         if template is None:
             template = templates[key] = Template(record.service, record.level, "")
