@@ -262,13 +262,20 @@ def _read_metrics(evidence: Evidence, inv: str, result: Mapping[str, Any]) -> in
         labels = series.get("labels") or series.get("metric") or {}
         if not isinstance(labels, Mapping):
             continue
-        times, values = [], []
-        for point in series.get("values") or []:
-            if isinstance(point, (list, tuple)) and len(point) == 2:
-                t, v = _number(point[0]), _number(point[1])
-                if t is not None and v is not None:
-                    times.append(t)
-                    values.append(v)
+        points = series.get("values") or []
+        try:  # the wire shape: [[unix_seconds, "value"], ...]
+            times = [float(t) for t, _ in points]
+            values = [float(v) for _, v in points]
+            if any(v != v or v in _INFINITE for v in values):
+                raise ValueError("not finite")
+        except (TypeError, ValueError):
+            times, values = [], []
+            for point in points:
+                if isinstance(point, (list, tuple)) and len(point) == 2:
+                    t, v = _number(point[0]), _number(point[1])
+                    if t is not None and v is not None:
+                        times.append(t)
+                        values.append(v)
         if not times:
             continue
         clean = {str(k): str(v) for k, v in labels.items()}
