@@ -1,0 +1,162 @@
+"""The dependency graph the evidence itself names, each edge keeping the records it came from.
+
+Edges ``caller -> callee`` come from:
+- caller/callee labels on metrics (Istio ``source_workload``/``destination_workload``, Linkerd
+  ``deployment``/``dst_deployment``, OpenTelemetry ``peer.service``/``server.address`` as labels,
+  ``client``/``server``, ``upstream``);
+- WARN and ERROR lines of a service that name another service: a URL or connection string host, a
+  ``host:port``, an IP address or a cluster DNS name that Kubernetes resolves, or the name of a service
+  the evidence knows;
+- calls seen in traces;
+- placement: a service depends on the node its pods run on, and a node on the workloads it hosts;
+- a declared topology (``topology`` results: ``{"edges": [{"from", "to"}]}``), when an operator gives one.
+
+An address that resolves to nothing known is kept as unresolved: the answer must then say where it
+could not look.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+from diagnosis.localisation.levels import at_least
+from diagnosis.localisation.records import Evidence, Ref, node_of
+
+_URL_HOST = re.compile(r"\b[a-z][a-z0-9+.-]*:(?:[a-z0-9+.-]+:)?//(?:[^@/\s\"']+@)?([A-Za-z0-9_.-]+)", re.I)
+_HOST_PORT = re.compile(r"(?<![\w.:/-])([A-Za-z][A-Za-z0-9_-]*(?:\.[A-Za-z0-9_-]+)*):(\d{2,5})\b")
+_IP = re.compile(r"(?<![\d.])(\d{1,3}(?:\.\d{1,3}){3})(?![\d.])")
+_KEYED_HOST = re.compile(r"\b(?:host|hostname|server|upstream|peer|addr|address|endpoint|backend|target|dial|"
+                         r"broker|bootstrap\.servers)[\"']?\s*[=:]\s*[\"']?([A-Za-z][A-Za-z0-9_.-]+)", re.I)
+_DIGITS = re.compile(r"\d+")
+_WORD = re.compile(r"[A-Za-z][A-Za-z0-9_-]*[A-Za-z0-9](?:\.[A-Za-z0-9_-]+)*")
+_CALLER_CALLEE = (("source_workload", "destination_workload"), ("deployment", "dst_deployment"),
+                  ("source_service", "destination_service"), ("client", "server"), ("caller", "callee"),
+                  ("service", "peer_service"), ("service", "peer.service"), ("service", "upstream"),
+                  ("service", "server_address"), ("src", "dst"))
+
+
+@dataclass
+class Edge:
+    caller: str
+    callee: str
+    via: str  # metric | log | trace | placement | topology
+    refs: list[Ref] = field(default_factory=list)
+
+
+@dataclass
+class Graph:
+    edges: dict[tuple[str, str], Edge] = field(default_factory=dict)
+    unresolved: dict[str, list[tuple[str, Ref]]] = field(default_factory=lambda: defaultdict(list))
+    nodes: set[str] = field(default_factory=set)  # the entities that are nodes, not services
+
+    def add(self, caller: str, callee: str, via: str, ref: Ref | None = None) -> None:
+        if not caller or not callee or caller == callee:
+            return
+        edge = self.edges.get((caller, callee))
+        if edge is None:
+            edge = self.edges[(caller, callee)] = Edge(caller, callee, via)
+        if ref is not None and len(edge.refs) < 3 and ref not in edge.refs:
+            edge.refs.append(ref)
+
+    def dependencies(self, service: str) -> list[Edge]:
+        return [e for (a, _), e in self.edges.items() if a == service]
+
+    def callers(self, service: str) -> list[Edge]:
+        return [e for (_, b), e in self.edges.items() if b == service]
+
+
+def resolve(name: str, evidence: Evidence, known: set[str]) -> str | None:
+    """The service an address or name stands for, or None."""
+    if name in evidence.addresses:
+        return evidence.addresses[name]
+    if name in known:
+        return name
+    first = name.split(".", 1)[0]
+    if "." in name and (first in known or first in evidence.addresses) and not _IP.fullmatch(name):
+        return evidence.addresses.get(first, first)
+    return None
+
+
+def named_in(message: str, evidence: Evidence, known: set[str]) -> tuple[list[str], list[str]]:
+    """The services a line names, and the addresses it names that resolve to nothing."""
+    found, unresolved = [], []
+    candidates = [m.group(1) for m in _URL_HOST.finditer(message)]
+    candidates += [m.group(1) for m in _HOST_PORT.finditer(message)]
+    candidates += [m.group(1) for m in _KEYED_HOST.finditer(message)]
+    candidates += _IP.findall(message)
+    for name in dict.fromkeys(candidates):
+        target = resolve(name, evidence, known)
+        if target:
+            found.append(target)
+        elif _IP.fullmatch(name) or "." in name:
+            unresolved.append(name)
+    for word in _WORD.findall(message):
+        if ("-" in word or "." in word or "_" in word) and word not in found:
+            target = resolve(word, evidence, known)
+            if target:
+                found.append(target)
+    return list(dict.fromkeys(found)), list(dict.fromkeys(unresolved))
+
+
+def addressed_in(message: str, evidence: Evidence, known: set[str]) -> list[str]:
+    """The services a line reaches by URL, connection string, ``host:port`` or keyed host."""
+    names = [m.group(1) for m in _URL_HOST.finditer(message)] + [m.group(1) for m in _HOST_PORT.finditer(message)]
+    names += [m.group(1) for m in _KEYED_HOST.finditer(message)]
+    return [t for t in dict.fromkeys(resolve(n, evidence, known) for n in names) if t]
+
+
+def build_graph(evidence: Evidence) -> Graph:
+    graph = Graph()
+    known = evidence.services() | set(evidence.queried)
+    for series in evidence.series:
+        labels = series.labels
+        for a, b in _CALLER_CALLEE:
+            if labels.get(a) and labels.get(b):
+                graph.add(labels[a], labels[b], "metric", series.ref)
+    routine: dict[tuple[str, str], int] = defaultdict(int)
+    for record in evidence.logs:
+        if not at_least(record.level, "WARN"):
+            # Routine lines still name what a service talks to, by address or connection string; a few
+            # lines of each shape tell it.
+            shape = (record.service, _DIGITS.sub("0", record.message[:160]))
+            routine[shape] += 1
+            if routine[shape] <= 2:
+                for target in addressed_in(record.message, evidence, known - {record.service}):
+                    graph.add(record.service, target, "log", record.ref)
+            continue
+        services, unresolved = named_in(record.message, evidence, known - {record.service})
+        for target in services:
+            if target != record.service:
+                graph.add(record.service, target, "log", record.ref)
+        for address in unresolved:
+            if len(graph.unresolved[record.service]) < 5:
+                graph.unresolved[record.service].append((address, record.ref))
+    for call in evidence.calls:
+        graph.add(call.caller, call.callee, "trace", call.ref)
+    def node_key(node: str) -> str:
+        key = node if node in known else f"node:{node}"
+        graph.nodes.add(key)
+        return key
+
+    hosts: dict[str, list[str]] = defaultdict(list)
+    for placement in evidence.placements:
+        if placement.node:
+            hosts[node_key(placement.node)].append(placement.service)
+    for series in evidence.series:  # a workload series that carries its node places it there too
+        node = series.labels.get("node")
+        service = series.labels.get("service") or series.labels.get("app")
+        if node and service and service != node:
+            hosts[node_key(node)].append(service)
+        elif not service and node_of(series.labels):
+            node_key(node_of(series.labels))
+    for node, services in hosts.items():
+        for service in dict.fromkeys(services):
+            graph.add(service, node, "placement")
+            graph.add(node, service, "placement")
+    return graph
+
+
+def node_entities(evidence: Evidence) -> set[str]:
+    return {f"node:{node_of(s.labels)}" for s in evidence.series if node_of(s.labels)}

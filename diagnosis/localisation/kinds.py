@@ -1,0 +1,144 @@
+"""The kind of a fault (``taxonomy.CAUSE_KINDS``), recognised from typed signals.
+
+Each signal votes: a metric by its kind (CPU, memory, disk, pool saturation), a Kubernetes fact by its
+reason, a change by its kind, and a log template by words that mean the same thing across stacks
+(the phrases of glibc, Go, Java, Node.js, Python, PostgreSQL, MySQL, Redis, nginx and Envoy for the
+same failure). The words are matched case-insensitively on word boundaries against the template
+text (placeholders masked), never against one incident's wording. A dependency's role (database,
+cache, queue, external API) comes from the schemes, images and metric prefixes that name it.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+
+from diagnosis.localisation.signals import Signal
+
+_WORDS: tuple[tuple[str, str, float], ...] = (
+    ("network.dns", r"no such host|nxdomain|name resolution|unknownhost|enotfound|could not resolve|"
+                    r"servfail|name or service not known|nodename nor servname|dns (?:lookup|resolution)|"
+                    r"resolv|lookup \S+ on", 3.0),
+    ("network.tls", r"x509|certificate|tls|ssl|handshake|pkix|cert(?:ificate)? (?:has )?expired|"
+                    r"unknown authority", 3.0),
+    ("network.refused", r"connection refused|econnrefused|connection reset|econnreset|reset by peer|"
+                        r"broken pipe|connect(?:ion)? failed|no healthy upstream|upstream connect error|"
+                        r"refused", 2.0),
+    ("network.timeout", r"timed? ?out|timeout|deadline exceeded|etimedout|context deadline|"
+                        r"read timeout|upstream request timeout|took too long", 1.5),
+    ("network.loss", r"no route to host|network is unreachable|ehostunreach|enetunreach|packet loss|"
+                     r"retransmi|unreachable", 3.0),
+    ("resource.memory", r"out ?of ?memory|outofmemory|heap space|oomkilled|oom|cannot allocate memory|"
+                        r"memory limit|gc overhead|killed process", 3.0),
+    ("resource.disk", r"no space left|enospc|disk (?:is )?full|filesystem (?:is )?full|disk quota|"
+                      r"read-only file system|insufficient (?:disk|storage)", 3.0),
+    ("resource.cpu", r"cpu|throttl(?:ed|ing) (?:cpu|cfs)|load average", 1.0),
+    ("resource.pool", r"(?:connection|thread|worker|db|database|client) ?pool|pool (?:is )?(?:exhausted|full|"
+                      r"timeout|limit|size)|hikaripool|connection is not available|too many connections|too many clients|max_connections|connection limit|"
+                      r"no (?:available|free) (?:connection|worker|thread)|exhausted|"
+                      r"remaining connection slots|queue (?:is )?full|rejectedexecution", 2.5),
+    ("change.config", r"config(?:uration)?|invalid (?:value|setting|option)|missing (?:key|setting|env)|"
+                      r"unknown (?:option|directive|setting)|parse error in|yaml|toml", 1.5),
+    ("change.secret", r"secret|credential|password|access denied|authentication failed|unauthori[sz]ed|"
+                      r"invalid (?:api )?key|forbidden|permission denied|401|403", 2.0),
+    ("change.image", r"imagepull|errimagepull|image|manifest unknown|pull access denied", 2.0),
+    ("change.flag", r"feature flag|flag|toggle|experiment", 2.0),
+    ("change.deploy", r"deploy|rollout|release|version|upgrade|rolled out|new revision", 1.0),
+    ("dependency.database", r"database|deadlock|lock wait|replica(?:tion)? lag|slave lag|sqlstate|"
+                            r"slow query|query execution|jdbc|postgres|mysql|mariadb|mongo", 1.5),
+    ("dependency.cache", r"redis|memcache|cache|maxmemory|evict", 1.5),
+    ("dependency.queue", r"kafka|rabbit|amqp|broker|consumer|partition|nats|sqs|pubsub|queue", 1.5),
+    ("dependency.external_api", r"third[- ]party|external api|partner|provider|upstream api|vendor", 1.5),
+    ("data.schema", r"column|no such table|doesn't exist|does not exist|schema|migration|undefined table|"
+                    r"unknown column|relation \S+ does not exist|missing field", 2.5),
+    ("data.poison_message", r"deserializ|unmarshal|malformed|cannot (?:parse|decode)|unparseable|poison|"
+                            r"dead[- ]letter|dlq|invalid (?:json|payload|message|record)", 2.5),
+    ("capacity.rate_limit", r"rate ?limit|too many requests|429|throttl|slow down|request limit", 3.0),
+    ("capacity.quota", r"quota|limit exceeded|exceeded (?:the )?limit|resourceexhausted|insufficient quota", 3.0),
+    ("scheduling.pending", r"failedscheduling|unschedulable|insufficient (?:cpu|memory)|pending|"
+                           r"didn't match|untolerated taint", 3.0),
+    ("scheduling.eviction", r"evict", 2.5),
+    ("scheduling.node_pressure", r"memorypressure|diskpressure|pidpressure|node pressure|nodenotready", 3.0),
+)
+_COMPILED = [(kind, re.compile(rf"(?<![A-Za-z])(?:{words})", re.I), weight) for kind, words, weight in _WORDS]
+
+_METRIC_KINDS = {"cpu": "resource.cpu", "memory": "resource.memory", "disk": "resource.disk"}
+_KUBE_REASONS = (
+    (re.compile(r"OOMKilled", re.I), "resource.memory"),
+    (re.compile(r"Evict", re.I), "scheduling.eviction"),
+    (re.compile(r"FailedScheduling|Unschedulable", re.I), "scheduling.pending"),
+    (re.compile(r"ImagePull|ErrImage|InvalidImageName", re.I), "change.image"),
+    (re.compile(r"\w+Pressure|NodeNotReady", re.I), "scheduling.node_pressure"),
+)
+_CHANGE_KINDS = {"config": "change.config", "secret": "change.secret", "rollout": "change.deploy",
+                 "helm": "change.deploy", "argocd": "change.deploy"}
+_ROLE_HINTS = (
+    ("dependency.database", re.compile(r"jdbc:|postgres(?:ql)?://|mysql://|mongodb(?:\+srv)?://|"
+                                       r"\b(?:mysql|mariadb|postgres|pg|mongodb|cassandra)_", re.I)),
+    ("dependency.cache", re.compile(r"redis://|rediss://|memcached|\bredis_", re.I)),
+    ("dependency.queue", re.compile(r"amqps?://|kafka://|nats://|\b(?:kafka|rabbitmq|nats)_", re.I)),
+)
+GENERIC = {"network.timeout", "network.refused", "change.deploy", "resource.cpu"}
+
+
+def masked(text: str, names: set[str] | frozenset = frozenset()) -> str:
+    """The text with service names blanked: a service called \"image-cache\" says nothing about images or caches."""
+    for name in sorted(names, key=len, reverse=True):
+        if name and name in text:
+            text = text.replace(name, " ")
+    return text
+
+
+def word_votes(text: str, names: set[str] | frozenset = frozenset()) -> Counter:
+    text = masked(text, names)
+    votes: Counter = Counter()
+    for kind, pattern, weight in _COMPILED:
+        if pattern.search(text):
+            votes[kind] += weight
+    return votes
+
+
+def signal_votes(signal: Signal, names: set[str] | frozenset = frozenset()) -> Counter:
+    votes: Counter = Counter()
+    if signal.source == "metric":
+        kind = _METRIC_KINDS.get(signal.kind)
+        if kind:
+            votes[kind] += 3.0 * signal.strength
+        elif signal.kind == "saturation":
+            votes["resource.pool"] += 1.0 * signal.strength
+            votes.update({k: v * 0.3 for k, v in word_votes(signal.text.replace("_", " "), names).items()})
+        return votes
+    if signal.source == "kube":
+        for pattern, kind in _KUBE_REASONS:
+            if pattern.search(signal.kind):
+                votes[kind] += 4.0
+                return votes
+        if signal.kind == "CreateContainerConfigError":
+            words = word_votes(signal.text, names)
+            votes["change.secret" if words.get("change.secret") else "change.config"] += 4.0
+            return votes
+        votes.update({k: v * 0.5 for k, v in word_votes(signal.text, names).items()})
+        return votes
+    if signal.source == "change":
+        kind = _CHANGE_KINDS.get(signal.kind, "change.deploy")
+        what = word_votes(signal.detail.get("what", ""), names)
+        for refined in ("change.image", "change.flag", "change.secret", "change.config"):
+            if what.get(refined) and kind in ("change.deploy", "change.config"):
+                kind = refined
+                break
+        votes[kind] += 2.0
+        return votes
+    if signal.source in ("log", "trace"):
+        votes.update({k: v * signal.strength for k, v in word_votes(signal.text, names).items()})
+    return votes
+
+
+def role_of(service: str, texts: list[str]) -> str | None:
+    """The dependency role of a service when the evidence names it by a scheme, driver or metric prefix."""
+    for role, pattern in _ROLE_HINTS:
+        for text in texts:
+            for match in pattern.finditer(text):
+                window = text[max(0, match.start() - 5): match.end() + 80]
+                if service in window or match.group(0).endswith("_"):
+                    return role
+    return None

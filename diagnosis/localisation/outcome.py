@@ -1,0 +1,188 @@
+"""The localisation of one run: a decisive root cause, undetermined (and why), nothing wrong, or no data.
+
+``localise(results, subject)`` reads the run's tool results, computes the signals, builds the graph,
+explains candidates away and ranks the roots, then decides honestly:
+
+- ``root_cause`` only when the localisation is decisive: one root ahead of the others (earlier by
+  more than the tolerance, or the only one), of a recognised kind, and not pointing at a dependency
+  that was never examined or an address nothing resolves;
+- ``undetermined`` with the reason and the next checks otherwise;
+- ``nothing_wrong`` when nothing deviates beyond baseline noise;
+- ``no_data`` when the services asked about returned no telemetry at all.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Mapping
+
+from diagnosis.localisation.graph import Edge, build_graph
+from diagnosis.localisation.levels import at_least
+from diagnosis.localisation.ranking import TOLERANCE_S, Candidate, cause_kind, candidates_of, explain, rank
+from diagnosis.localisation.records import Evidence, Ref, read_evidence
+from diagnosis.localisation.signals import Signal, all_signals
+
+MIN_ROOT_STRENGTH = 0.45
+KIND_MARGIN = 1.25  # the winning kind's votes over the runner-up's for a decisive kind
+
+
+@dataclass
+class NextCheck:
+    tool: str
+    arguments: dict[str, Any]
+    why: str
+
+
+@dataclass
+class Localisation:
+    outcome: str  # root_cause | undetermined | nothing_wrong | no_data
+    root: str | None = None
+    kind: str | None = None
+    onset: float | None = None
+    reason: str = ""  # why undetermined: not_separated | kind_ambiguous | dependency_not_examined | ...
+    candidates: list[Candidate] = field(default_factory=list)
+    subject: list[str] = field(default_factory=list)
+    without_data: list[str] = field(default_factory=list)
+    path: list[Edge] = field(default_factory=list)  # subject -> ... -> root, the edges that link them
+    next_checks: list[NextCheck] = field(default_factory=list)
+    context: list[Signal] = field(default_factory=list)  # changes and alerts, never a cause by themselves
+
+    @property
+    def decisive(self) -> bool:
+        return self.outcome == "root_cause"
+
+    def top(self) -> Candidate | None:
+        return self.candidates[0] if self.candidates else None
+
+    def evidence_refs(self, limit: int = 4) -> list[Ref]:
+        top = self.top()
+        if top is None:
+            return []
+        refs = [r for s in top.evidence() for r in s.refs]
+        return list(dict.fromkeys(refs))[:limit]
+
+    def changes_before(self) -> list[Signal]:
+        """Changes on the root in the hour before its onset: "changed at T: what"."""
+        if self.root is None or self.onset is None:
+            return []
+        return [s for s in self.context if s.source == "change" and s.entity == self.root and s.onset is not None
+                and self.onset - 3600 <= s.onset <= self.onset + TOLERANCE_S]
+
+
+def localise(results: Iterable[Mapping[str, Any]], subject: Iterable[str] = ()) -> Localisation:
+    return localise_evidence(read_evidence(results), subject)
+
+
+def localise_evidence(evidence: Evidence, subject: Iterable[str] = ()) -> Localisation:
+    subject = [s for s in dict.fromkeys(subject) if s]
+    signals, templates = all_signals(evidence)
+    graph = build_graph(evidence)
+    known = evidence.services()
+    without = [s for s in subject if s not in known]
+    context = [s for s in signals if not s.fault]
+    if subject and len(without) == len(subject):
+        return Localisation("no_data", subject=subject, without_data=without, context=context,
+                            next_checks=[NextCheck("query_logs", {"service": s}, "no telemetry was found") for s in without])
+    candidates = candidates_of(signals)
+    explain(candidates, graph)
+    ranked = rank(candidates)
+    names = known | set(evidence.queried) | set(evidence.addresses) | graph.nodes
+    texts = [r.message for r in evidence.logs if at_least(r.level, "WARN")] + [s.name for s in evidence.series]
+    for candidate in ranked:
+        caller_lines = [ref.excerpt for edge in graph.callers(candidate.service) if edge.via == "log" for ref in edge.refs]
+        caller_lines += [t.records[0].message for (service, _), t in templates.items()
+                         if service == candidate.service and at_least(t.level, "ERROR")][:6]
+        cause_kind(candidate, context, caller_lines, texts, names)
+    result = Localisation("nothing_wrong", candidates=ranked, subject=subject, without_data=without, context=context)
+    roots = [c for c in ranked if c.explained_by is None and c.strength >= MIN_ROOT_STRENGTH]
+    if not roots:
+        if ranked and any(c.strength >= MIN_ROOT_STRENGTH for c in ranked):
+            result.outcome, result.reason = "undetermined", "cycle"
+        return result
+    top = roots[0]
+    result.root, result.kind, result.onset = top.service, top.kind, top.onset
+    result.path = _path(subject, top.service, graph)
+    result.outcome = "root_cause"
+    reason = _doubt(top, roots, graph, evidence, candidates, context)
+    if reason:
+        result.outcome, result.reason = "undetermined", reason
+        result.next_checks = _next_checks(top, graph, evidence)
+    return result
+
+
+def _doubt(top: Candidate, roots: list[Candidate], graph, evidence: Evidence, candidates, context: list[Signal]) -> str:
+    """Why the top root is not decisive, or "" when it is."""
+    if len(roots) > 1:
+        second = roots[1]
+        close = (second.onset is None or top.onset is None or second.onset - top.onset <= TOLERANCE_S)
+        if close and second.strength >= 0.7 * top.strength and len(second.explains) >= len(top.explains):
+            return "not_separated"
+    unexamined = [e.callee for e in graph.dependencies(top.service)
+                  if e.callee not in candidates and e.callee not in evidence.services() and not e.callee.startswith("node:")]
+    if unexamined and _symptom_like(top):
+        return "dependency_not_examined"
+    if graph.unresolved.get(top.service) and _symptom_like(top):
+        return "address_not_resolved"
+    changed = [e.callee for e in graph.dependencies(top.service) if e.via != "placement" and any(
+        c.source == "change" and c.entity == e.callee and c.onset is not None and top.onset is not None
+        and top.onset - 3600 <= c.onset <= top.onset + TOLERANCE_S for c in context)]
+    if changed and not any(c.source == "change" and c.entity == top.service for c in context):
+        return "dependency_changed"
+    if top.kind is None:
+        return "kind_unknown"
+    ranked = sorted(top.kind_votes.items(), key=lambda kv: -kv[1])
+    if len(ranked) > 1 and ranked[0][1] < KIND_MARGIN * ranked[1][1] \
+            and ranked[0][0].split(".")[0] != ranked[1][0].split(".")[0]:
+        return "kind_ambiguous"
+    return ""
+
+
+def _symptom_like(candidate: Candidate) -> bool:
+    return candidate.kind in (None, "network.timeout", "network.refused", "resource.pool")
+
+
+def _next_checks(top: Candidate, graph, evidence: Evidence) -> list[NextCheck]:
+    checks = []
+    for edge in graph.dependencies(top.service):
+        if edge.callee not in evidence.services() and not edge.callee.startswith("node:"):
+            checks.append(NextCheck("query_logs", {"service": edge.callee}, f"{top.service} depends on it"))
+            checks.append(NextCheck("query_metrics", {"service": edge.callee}, f"{top.service} depends on it"))
+    for address, _ref in graph.unresolved.get(top.service, [])[:2]:
+        checks.append(NextCheck("query_kubernetes", {"kind": "service", "name": address.split(".", 1)[0]},
+                                f"which service answers at {address}"))
+    return checks
+
+
+def _path(subject: list[str], root: str, graph) -> list[Edge]:
+    """The shortest chain of edges from an asked service to the root (empty when it is the root)."""
+    for start in subject:
+        if start == root:
+            return []
+        frontier, seen = [(start, [])], {start}
+        while frontier:
+            service, edges = frontier.pop(0)
+            for edge in graph.dependencies(service):
+                if edge.callee in seen:
+                    continue
+                if edge.callee == root:
+                    return edges + [edge]
+                seen.add(edge.callee)
+                frontier.append((edge.callee, edges + [edge]))
+    return []
+
+
+def describe(localisation: Localisation) -> dict[str, Any]:
+    """A plain summary for scoring and debugging."""
+    return {
+        "outcome": localisation.outcome, "root": localisation.root, "kind": localisation.kind,
+        "reason": localisation.reason,
+        "candidates": [{"service": c.service, "onset": c.onset, "strength": round(c.strength, 3),
+                        "explained_by": c.explained_by, "kind": c.kind,
+                        "votes": {k: round(v, 2) for k, v in c.kind_votes.most_common(3)},
+                        "signals": [f"{s.source}:{s.kind}:{s.text[:60]}" for s in c.evidence()[:4]]}
+                       for c in localisation.candidates[:6]],
+    }
+
+
+__all__ = ["Localisation", "NextCheck", "describe", "localise", "localise_evidence"]

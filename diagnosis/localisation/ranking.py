@@ -1,0 +1,160 @@
+"""Candidates, explained away along the dependency graph, and ranked.
+
+The candidates are the services (and nodes) with fault signals. A candidate is explained away by a
+dependency that is itself a candidate, began no later than it (within ``TOLERANCE_S``), and is linked
+to it by an edge of the graph: then the candidate's trouble is a symptom. Saturation and timeouts on
+a caller are symptoms exactly when something it depends on is anomalous. What is left are the roots,
+ranked by onset (earliest first), then by how many other candidates they explain, then by strength.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from dataclasses import dataclass, field
+
+from diagnosis.localisation.graph import Edge, Graph
+from diagnosis.localisation.kinds import GENERIC, role_of, signal_votes, word_votes
+from diagnosis.localisation.signals import Signal
+
+TOLERANCE_S = 150.0  # two scrape steps and a half: onsets closer than this are simultaneous
+RESOURCE = {"cpu", "memory", "disk", "OOMKilled", "Evicted", "latency", "restart", "stopped"}
+
+
+@dataclass
+class Candidate:
+    service: str
+    signals: list[Signal]
+    onset: float | None
+    strength: float
+    explained_by: str | None = None
+    edge: Edge | None = None
+    explains: list[str] = field(default_factory=list)
+    kind: str | None = None
+    kind_votes: Counter = field(default_factory=Counter)
+
+    @property
+    def faults(self) -> list[Signal]:
+        return [s for s in self.signals if s.fault]
+
+    def evidence(self) -> list[Signal]:
+        """Its signals, strongest first (the records that show it)."""
+        return sorted(self.faults, key=lambda s: (-s.strength, s.onset or math.inf))
+
+
+def _onset(signals: list[Signal]) -> float | None:
+    """The first point of sustained deviation. Kubernetes only dates what happened last (a container's last
+    termination, an event's first report after several): a service seen only there has no known onset."""
+    times = [s.onset for s in signals if s.fault and s.onset is not None and s.source != "kube"]
+    return min(times) if times else None
+
+
+def _strength(signals: list[Signal]) -> float:
+    faults = sorted((s.strength for s in signals if s.fault), reverse=True)
+    return sum(w * s for w, s in zip((1.0, 0.5, 0.25, 0.15, 0.1), faults))
+
+
+def candidates_of(signals: list[Signal]) -> dict[str, Candidate]:
+    by_entity: dict[str, list[Signal]] = {}
+    for signal in signals:
+        by_entity.setdefault(signal.entity, []).append(signal)
+    return {entity: Candidate(entity, sigs, _onset(sigs), _strength(sigs))
+            for entity, sigs in by_entity.items() if any(s.fault for s in sigs)}
+
+
+def _not_later(dependency: Candidate, candidate: Candidate) -> bool:
+    if dependency.onset is None or candidate.onset is None:
+        return True  # an unknown onset cannot be later
+    return dependency.onset <= candidate.onset + TOLERANCE_S
+
+
+def _shares_resource(candidate: Candidate, host: Candidate) -> bool:
+    kinds = {s.kind for s in candidate.faults} & {"cpu", "memory", "disk"}
+    return bool(kinds & {s.kind for s in host.faults})
+
+
+def explain(candidates: dict[str, Candidate], graph: Graph) -> None:
+    """Set each candidate's ``explained_by``: the anomalous dependency that accounts for it."""
+    for candidate in candidates.values():
+        options = []
+        for edge in graph.dependencies(candidate.service):
+            dependency = candidates.get(edge.callee)
+            if dependency is None or not _not_later(dependency, candidate):
+                continue
+            if edge.via == "placement" and not _shares_resource(candidate, dependency):
+                continue  # a node explains starvation of what it is short of, not an application's own errors
+            options.append((dependency.onset if dependency.onset is not None else math.inf,
+                            -dependency.strength, dependency.service, edge))
+        if options:
+            options.sort(key=lambda o: (o[0], o[1], o[2]))
+            candidate.explained_by, candidate.edge = options[0][2], options[0][3]
+    # Two candidates that explain each other began together: keep the one that is not only a symptom.
+    for candidate in candidates.values():
+        other = candidates.get(candidate.explained_by or "")
+        if other is not None and other.explained_by == candidate.service:
+            keep = _root_of_pair(candidate, other, graph.nodes)
+            keep.explained_by, keep.edge = None, None
+
+
+_SYMPTOM_KINDS = {"latency", "errors", "saturation", "traffic", "alert", "restart", "stopped", "BackOff", "Unhealthy"}
+
+
+def _symptom_only(candidate: Candidate) -> bool:
+    return all(s.kind in _SYMPTOM_KINDS or (s.source == "log" and not s.detail.get("new")) for s in candidate.faults)
+
+
+def _root_of_pair(a: Candidate, b: Candidate, nodes: set[str]) -> Candidate:
+    if (a.service in nodes) != (b.service in nodes):
+        return b if a.service in nodes else a  # a node is short of what a workload on it takes
+    if a.onset is not None and b.onset is not None and abs(a.onset - b.onset) > 1:
+        return a if a.onset < b.onset else b
+    if _symptom_only(a) != _symptom_only(b):
+        return b if _symptom_only(a) else a
+    return a if (a.strength, a.service) >= (b.strength, b.service) else b
+
+
+def root_of(service: str, candidates: dict[str, Candidate]) -> str:
+    seen = {service}
+    while candidates[service].explained_by and candidates[service].explained_by not in seen:
+        service = candidates[service].explained_by
+        seen.add(service)
+    return service
+
+
+def rank(candidates: dict[str, Candidate]) -> list[Candidate]:
+    """Roots first (by onset, then symptoms explained, then strength), then the explained ones."""
+    for candidate in candidates.values():
+        root = root_of(candidate.service, candidates)
+        if root != candidate.service:
+            candidates[root].explains.append(candidate.service)
+    roots = [c for c in candidates.values() if c.explained_by is None]
+    rest = [c for c in candidates.values() if c.explained_by is not None]
+
+    def key(c: Candidate):
+        onset = c.onset if c.onset is not None else math.inf
+        return (round(onset / TOLERANCE_S) if onset != math.inf else math.inf, -len(c.explains), -c.strength,
+                c.service)
+
+    return sorted(roots, key=key) + sorted(rest, key=key)
+
+
+def cause_kind(candidate: Candidate, context: list[Signal], caller_lines: list[str], texts: list[str],
+               names: set[str] = frozenset()) -> None:
+    """The candidate's kind: votes of its own signals, of the lines callers wrote about it, of changes on it
+    shortly before its onset, and its dependency role when the votes only say "slow" or "refused"."""
+    votes: Counter = Counter()
+    for signal in candidate.faults:
+        votes.update(signal_votes(signal, names))
+    for text in caller_lines:
+        votes.update({k: 0.5 * v for k, v in word_votes(text, names).items()})
+    onset = candidate.onset
+    for signal in context:
+        if signal.source == "change" and onset is not None and signal.onset is not None \
+                and onset - 3600 <= signal.onset <= onset + TOLERANCE_S:
+            votes.update({k: v * (1.5 if _symptom_only(candidate) else 0.5)
+                          for k, v in signal_votes(signal, names).items()})
+    role = role_of(candidate.service, texts)
+    if role and (not votes or max(votes, key=votes.get) in GENERIC | {"resource.pool"}):
+        votes[role] += max(votes.values(), default=0) + 0.5
+    candidate.kind_votes = votes
+    candidate.kind = max(sorted(votes), key=lambda k: votes[k]) if votes else None

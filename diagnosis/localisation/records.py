@@ -1,0 +1,416 @@
+"""Tool results read into typed evidence records, each keeping where it came from.
+
+The localiser reads what the recorded tools returned (``query_logs``, ``query_metrics``,
+``query_alerts``, ``query_kubernetes``, ``query_traces``, ``query_changes``), whatever backend
+served them. Every record keeps a ``Ref``: the invocation, the JSON path of the value and an excerpt
+of it, so that anything the localiser concludes can be cited from the raw records.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any, Iterable, Mapping
+
+from diagnosis.localisation.levels import level_of
+
+
+@dataclass(frozen=True)
+class Ref:
+    """Where a record sits: the invocation, the JSON path of the value, and that value (an excerpt)."""
+
+    invocation_id: str
+    tool: str
+    raw_path: str
+    excerpt: str
+
+
+@dataclass
+class LogRecord:
+    ref: Ref
+    ts: float
+    service: str
+    level: str  # FATAL ERROR WARN INFO DEBUG
+    message: str
+
+
+@dataclass
+class MetricSeries:
+    ref: Ref
+    labels: dict[str, str]
+    times: list[float]
+    values: list[float]
+
+    @property
+    def name(self) -> str:
+        return self.labels.get("__name__", "")
+
+
+@dataclass
+class AlertRecord:
+    ref: Ref
+    name: str
+    service: str
+    state: str
+    severity: str
+    since: float | None
+
+
+@dataclass
+class KubeFact:
+    """A typed Kubernetes fact: a container state or an event, with its reason and time."""
+
+    ref: Ref
+    service: str
+    reason: str
+    ts: float | None
+    message: str
+    warning: bool
+
+
+@dataclass
+class ChangeRecord:
+    ref: Ref
+    service: str
+    ts: float | None
+    kind: str
+    what: str
+
+
+@dataclass
+class TraceCall:
+    """One call between two services seen in a trace: a span whose parent is in another service."""
+
+    ref: Ref
+    caller: str
+    callee: str
+    ts: float
+    duration_ms: float
+    error: bool
+
+
+@dataclass
+class Placement:
+    """A pod of a workload, its node and its IP (from Kubernetes)."""
+
+    service: str
+    pod: str
+    node: str | None
+    ip: str | None
+
+
+@dataclass
+class Evidence:
+    logs: list[LogRecord] = field(default_factory=list)
+    series: list[MetricSeries] = field(default_factory=list)
+    alerts: list[AlertRecord] = field(default_factory=list)
+    kube: list[KubeFact] = field(default_factory=list)
+    changes: list[ChangeRecord] = field(default_factory=list)
+    calls: list[TraceCall] = field(default_factory=list)
+    placements: list[Placement] = field(default_factory=list)
+    addresses: dict[str, str] = field(default_factory=dict)  # IP, cluster DNS name or Service name -> service
+    queried: list[str] = field(default_factory=list)  # the services asked of a tool, in order
+    empty: set[str] = field(default_factory=set)  # services a query named that returned nothing at all
+    window: tuple[float, float] | None = None
+    log_windows: dict[str, tuple[float, float]] = field(default_factory=dict)  # service -> span its logs cover
+
+    def services(self) -> set[str]:
+        names = {r.service for r in self.logs} | {a.service for a in self.alerts if a.service}
+        names |= {service_of(s.labels) for s in self.series} - {""}
+        names |= {k.service for k in self.kube} | {c.service for c in self.changes}
+        return names
+
+
+# --------------------------------------------------------------------------- names
+
+_POD_SUFFIX = re.compile(r"-(?:[a-z0-9]{9,10}-[a-z0-9]{5}|[a-z0-9]{5}|\d+)$")
+_KUBE_ALPHABET = re.compile(r"^[bcdfghjklmnpqrstvwxz2456789]+$")
+
+
+def workload_of(pod: str) -> str:
+    """The workload a pod name belongs to: Deployment pods end in ``-<hash>-<5>``, StatefulSet pods in ``-<n>``."""
+    parts = pod.split("-")
+    if len(parts) >= 3 and len(parts[-1]) == 5 and _KUBE_ALPHABET.match(parts[-1]) and 6 <= len(parts[-2]) <= 10:
+        return "-".join(parts[:-2])
+    if len(parts) >= 2 and len(parts[-1]) == 5 and _KUBE_ALPHABET.match(parts[-1]):
+        return "-".join(parts[:-1])
+    if len(parts) >= 2 and parts[-1].isdigit():
+        return "-".join(parts[:-1])
+    return pod
+
+
+_SERVICE_LABELS = ("service", "service_name", "app", "application", "app_kubernetes_io_name", "job", "container",
+                   "destination_workload", "dst_deployment", "deployment", "workload")
+
+
+def service_of(labels: Mapping[str, str]) -> str:
+    """The service a series describes, by the label conventions of Prometheus, Kubernetes, Istio and Linkerd."""
+    for key in _SERVICE_LABELS:
+        value = labels.get(key)
+        if value and key != "job":
+            return value
+    if labels.get("pod"):
+        return workload_of(labels["pod"])
+    return labels.get("job", "")
+
+
+def node_of(labels: Mapping[str, str]) -> str:
+    """The node a series without a service describes (node-exporter ``instance``, kubelet ``node``)."""
+    node = labels.get("node") or labels.get("instance") or labels.get("kubernetes_node") or ""
+    return node.rsplit(":", 1)[0] if re.search(r":\d+$", node) else node
+
+
+# --------------------------------------------------------------------------- times
+
+def parse_time(value: Any) -> float | None:
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value)
+    if not isinstance(value, str) or not value:
+        return None
+    text = value.strip().replace("Z", "+00:00")
+    try:
+        moment = datetime.fromisoformat(text)
+    except ValueError:
+        return None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=timezone.utc)
+    return moment.timestamp()
+
+
+_INFINITE = (float("inf"), float("-inf"))
+
+
+def _number(value: Any) -> float | None:
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return None
+    return None if number != number or number in _INFINITE else number
+
+
+# --------------------------------------------------------------------------- reading
+
+def read_evidence(results: Iterable[Mapping[str, Any]]) -> Evidence:
+    """Every successful tool result of a run, read into typed records.
+
+    ``results`` are the run's invocations: ``{invocation_id, tool_name, arguments, result}`` (a result
+    that is a string is parsed as JSON; one that cannot be read is skipped)."""
+    evidence = Evidence()
+    lows, highs = [], []
+    for item in results:
+        result = item.get("result")
+        if isinstance(result, str):
+            try:
+                result = json.loads(result)
+            except ValueError:
+                continue
+        if not isinstance(result, Mapping):
+            continue
+        tool = str(item.get("tool_name") or "")
+        inv = str(item.get("invocation_id") or "")
+        arguments = item.get("arguments") if isinstance(item.get("arguments"), Mapping) else {}
+        asked = arguments.get("service") or arguments.get("name")
+        if isinstance(asked, str) and asked and tool in ("query_logs", "query_metrics", "query_kubernetes"):
+            evidence.queried.append(asked)
+        low, high = parse_time(result.get("start")), parse_time(result.get("end"))
+        if low is not None and high is not None and tool in ("query_logs", "query_metrics"):
+            lows.append(low)
+            highs.append(high)
+        reader = _READERS.get(tool)
+        if reader is not None:
+            found = reader(evidence, inv, result)
+            if not found and isinstance(asked, str) and asked and tool in ("query_logs", "query_metrics"):
+                evidence.empty.add(asked)
+    if lows:
+        evidence.window = (min(lows), max(highs))
+    evidence.queried = list(dict.fromkeys(evidence.queried))
+    return evidence
+
+
+def _read_logs(evidence: Evidence, inv: str, result: Mapping[str, Any]) -> int:
+    count = 0
+    for i, record in enumerate(result.get("records") or []):
+        if not isinstance(record, Mapping):
+            continue
+        message = str(record.get("message") or "")
+        ts = parse_time(record.get("timestamp"))
+        service = str(record.get("service") or "")
+        if ts is None or not message:
+            continue
+        path = f"$.records[{i}].message"
+        evidence.logs.append(LogRecord(Ref(inv, "query_logs", path, message), ts, service,
+                                       level_of(record.get("level"), message), message))
+        count += 1
+    stamps = [r.ts for r in evidence.logs[len(evidence.logs) - count:]]
+    low, high = parse_time(result.get("start")), parse_time(result.get("end"))
+    if stamps and low is not None and high is not None:
+        # The newest ``limit`` records were returned: the logs only tell what happened since the oldest.
+        low = min(stamps) if result.get("truncated") else low
+        for service in {r.service for r in evidence.logs[len(evidence.logs) - count:]}:
+            known = evidence.log_windows.get(service)
+            evidence.log_windows[service] = (min(low, known[0]), max(high, known[1])) if known else (low, high)
+    return count
+
+
+def _read_metrics(evidence: Evidence, inv: str, result: Mapping[str, Any]) -> int:
+    count = 0
+    for i, series in enumerate(result.get("series") or []):
+        if not isinstance(series, Mapping):
+            continue
+        labels = series.get("labels") or series.get("metric") or {}
+        if not isinstance(labels, Mapping):
+            continue
+        points = series.get("values") or []
+        try:  # the wire shape: [[unix_seconds, "value"], ...]
+            times = [float(t) for t, _ in points]
+            values = [float(v) for _, v in points]
+            if any(v != v or v in _INFINITE for v in values):
+                raise ValueError("not finite")
+        except (TypeError, ValueError):
+            times, values = [], []
+            for point in points:
+                if isinstance(point, (list, tuple)) and len(point) == 2:
+                    t, v = _number(point[0]), _number(point[1])
+                    if t is not None and v is not None:
+                        times.append(t)
+                        values.append(v)
+        if not times:
+            continue
+        clean = {str(k): str(v) for k, v in labels.items()}
+        text = series.get("description") if isinstance(series.get("description"), str) else None
+        path = f"$.series[{i}].description" if text else f"$.series[{i}].labels"
+        excerpt = text or json.dumps(clean, ensure_ascii=False, sort_keys=True)
+        evidence.series.append(MetricSeries(Ref(inv, "query_metrics", path, excerpt), clean, times, values))
+        count += 1
+    return count
+
+
+def _read_alerts(evidence: Evidence, inv: str, result: Mapping[str, Any]) -> int:
+    for i, alert in enumerate(result.get("alerts") or []):
+        if not isinstance(alert, Mapping):
+            continue
+        labels = alert.get("labels") if isinstance(alert.get("labels"), Mapping) else {}
+        name = str(labels.get("alertname") or "")
+        service = service_of({str(k): str(v) for k, v in labels.items()})
+        state = str(alert.get("state") or alert.get("status") or "firing").lower()
+        evidence.alerts.append(AlertRecord(Ref(inv, "query_alerts", f"$.alerts[{i}].labels.alertname", name), name,
+                                           service, state, str(labels.get("severity") or ""),
+                                           parse_time(alert.get("activeAt") or alert.get("startsAt"))))
+    return len(result.get("alerts") or [])
+
+
+def _read_kubernetes(evidence: Evidence, inv: str, result: Mapping[str, Any]) -> int:
+    count = 0
+    for i, pod in enumerate(result.get("pods") or []):
+        if not isinstance(pod, Mapping):
+            continue
+        name = str(pod.get("name") or "")
+        labels = pod.get("labels") if isinstance(pod.get("labels"), Mapping) else {}
+        service = str(labels.get("app") or labels.get("app.kubernetes.io/name") or workload_of(name))
+        evidence.placements.append(Placement(service, name, pod.get("node"), pod.get("podIP")))
+        if pod.get("podIP"):
+            evidence.addresses[str(pod["podIP"])] = service
+        evidence.addresses[name] = service
+        if pod.get("reason"):
+            text = str(pod["reason"])
+            evidence.kube.append(KubeFact(Ref(inv, "query_kubernetes", f"$.pods[{i}].reason", text), service, text,
+                                          None, str(pod.get("message") or ""), True))
+        for j, container in enumerate(pod.get("containers") or []):
+            if not isinstance(container, Mapping):
+                continue
+            for key in ("state", "lastState"):
+                state = container.get(key)
+                if not isinstance(state, Mapping) or not state.get("reason"):
+                    continue
+                reason = str(state["reason"])
+                # The last termination's time says when it last happened, not when the trouble began.
+                ts = None if key == "lastState" else parse_time(state.get("finishedAt") or state.get("startedAt"))
+                evidence.kube.append(KubeFact(Ref(inv, "query_kubernetes", f"$.pods[{i}].containers[{j}].{key}.reason",
+                                                  reason), service, reason, ts, str(state.get("message") or ""),
+                                              reason not in ("Completed",)))
+            restarts = container.get("restartCount")
+            if isinstance(restarts, int) and restarts > 0:
+                evidence.kube.append(KubeFact(Ref(inv, "query_kubernetes", f"$.pods[{i}].containers[{j}].restartCount",
+                                                  str(restarts)), service, "Restarted", None, "", False))
+        count += 1
+    for i, event in enumerate(result.get("events") or []):
+        if not isinstance(event, Mapping):
+            continue
+        obj = str(event.get("object") or event.get("involvedObject") or "")
+        target = obj.split("/", 1)[-1]
+        service = evidence.addresses.get(target) or workload_of(target)
+        message = str(event.get("message") or "")
+        reason = str(event.get("reason") or "")
+        ts = parse_time(event.get("firstTimestamp") or event.get("eventTime") or event.get("lastTimestamp"))
+        evidence.kube.append(KubeFact(Ref(inv, "query_kubernetes", f"$.events[{i}].message", message), service, reason,
+                                      ts, message, str(event.get("type") or "") == "Warning"))
+        count += 1
+    for service in result.get("services") or []:
+        if not isinstance(service, Mapping) or not service.get("name"):
+            continue
+        selector = service.get("selector") if isinstance(service.get("selector"), Mapping) else {}
+        target = str(selector.get("app") or selector.get("app.kubernetes.io/name") or service["name"])
+        namespace = service.get("namespace")
+        for key in _service_names(str(service["name"]), namespace):
+            evidence.addresses[key] = target
+        if service.get("clusterIP") and service["clusterIP"] != "None":
+            evidence.addresses[str(service["clusterIP"])] = target
+        for endpoint in service.get("endpoints") or []:
+            if isinstance(endpoint, Mapping) and endpoint.get("ip"):
+                evidence.addresses[str(endpoint["ip"])] = target
+        count += 1
+    return count
+
+
+def _service_names(name: str, namespace: Any) -> list[str]:
+    names = [name]
+    if isinstance(namespace, str) and namespace:
+        names += [f"{name}.{namespace}", f"{name}.{namespace}.svc", f"{name}.{namespace}.svc.cluster.local"]
+    return names
+
+
+def _read_traces(evidence: Evidence, inv: str, result: Mapping[str, Any]) -> int:
+    spans = [s for s in result.get("spans") or [] if isinstance(s, Mapping)]
+    by_id = {(s.get("trace_id"), s.get("span_id")): s for s in spans}
+    for i, span in enumerate(result.get("spans") or []):
+        if not isinstance(span, Mapping):
+            continue
+        parent = by_id.get((span.get("trace_id"), span.get("parent_span_id")))
+        callee = str(span.get("service") or "")
+        caller = str(parent.get("service") or "") if parent else ""
+        attributes = span.get("attributes") if isinstance(span.get("attributes"), Mapping) else {}
+        if span.get("kind") == "client" and attributes.get("peer.service"):
+            caller, callee = callee, str(attributes["peer.service"])
+        elif not parent or caller == callee:
+            continue
+        ts = parse_time(span.get("start"))
+        duration = _number(span.get("duration_ms")) or 0.0
+        if ts is None or not caller or not callee:
+            continue
+        text = str(span.get("description") or "")
+        evidence.calls.append(TraceCall(Ref(inv, "query_traces", f"$.spans[{i}].description", text), caller, callee,
+                                        ts, duration, str(span.get("status") or "").lower() == "error"))
+    return len(spans)
+
+
+def _read_changes(evidence: Evidence, inv: str, result: Mapping[str, Any]) -> int:
+    for i, change in enumerate(result.get("changes") or []):
+        if not isinstance(change, Mapping):
+            continue
+        text = str(change.get("description") or change.get("what") or "")
+        evidence.changes.append(ChangeRecord(Ref(inv, "query_changes", f"$.changes[{i}].description", text),
+                                             str(change.get("service") or ""), parse_time(change.get("at")),
+                                             str(change.get("kind") or ""), str(change.get("what") or "")))
+    return len(result.get("changes") or [])
+
+
+_READERS = {
+    "query_logs": _read_logs,
+    "query_metrics": _read_metrics,
+    "query_alerts": _read_alerts,
+    "query_kubernetes": _read_kubernetes,
+    "query_traces": _read_traces,
+    "query_changes": _read_changes,
+}

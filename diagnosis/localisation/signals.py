@@ -1,0 +1,301 @@
+"""Signals: what deviated, on which service, since when, and which records show it.
+
+A ``Signal`` is typed: its source (metric, log, kube, alert, change, trace), its kind (the metric kind
+from naming conventions, ``log`` for a failure template, the Kubernetes reason, ...), its onset and a
+strength in [0, 1]. Faults are the signals that say something is wrong on that service; alerts and
+changes are context (an alert does not name a cause; a change is never the cause by itself).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+from diagnosis.localisation.deviation import Shift, rates, ratio, shift
+from diagnosis.localisation.levels import RANK, at_least
+from diagnosis.localisation.records import Evidence, LogRecord, MetricSeries, Ref, node_of, service_of
+from diagnosis.localisation.templates import Template, mine
+
+MIN_SCORE = 6.0  # robust deviations for a metric shift to count
+MIN_RELATIVE = 0.2  # and at least this far from its baseline, relatively
+LOG_LLR = 4.0  # log-likelihood ratio of a template's rate change to count
+MIN_BASELINE_S = 480  # seconds of logs before a change needed to call it a change
+
+
+@dataclass
+class Signal:
+    entity: str
+    source: str  # metric | log | kube | alert | change | trace
+    kind: str  # latency | errors | saturation | cpu | memory | disk | restart | traffic | level | log | <reason>
+    onset: float | None
+    strength: float
+    refs: list[Ref]
+    text: str  # what recognition reads: the template, the reason and message, the metric name
+    fault: bool = True
+    detail: dict = field(default_factory=dict)
+
+
+# --------------------------------------------------------------------------- metric conventions
+
+_CPU = re.compile(r"cpu|throttl", re.I)
+_MEMORY = re.compile(r"mem|heap|rss|working_set|oom", re.I)
+_DISK = re.compile(r"disk|filesystem|_fs_|volume|inode|storage", re.I)
+_LATENCY = re.compile(r"latency|duration|response_time|_time_|_seconds$|_milliseconds$|_ms$|_us$|delay|rtt", re.I)
+_ERRORS = re.compile(r"error|fail|exception|fault|5xx|reject|dropped|timeouts?(?:_total)?$", re.I)
+_SATURATION = re.compile(r"pool|pending|queue|waiting|inflight|in_flight|active|connections?|threads?|backlog|lag|"
+                         r"utili[sz]ation|saturat|usage|busy|used|conns|clients|sessions|depth|open_fds", re.I)
+_RESTART = re.compile(r"restart", re.I)
+_GOOD_WHEN_HIGH = re.compile(r"avail|free|hit_ratio|hits|success|_up$|^up$|ready|capacity|limit|quota_remaining", re.I)
+_STATUS_LABELS = ("code", "status", "status_code", "response_code", "http_status", "grpc_code", "outcome")
+
+
+def metric_kind(name: str, labels: dict[str, str]) -> str:
+    """The kind of a series by Prometheus and OpenTelemetry naming conventions."""
+    status = next((labels[k] for k in _STATUS_LABELS if labels.get(k)), "")
+    if re.match(r"5\d\d$|5xx$", status, re.I) or status.upper() in ("SERVER_ERROR", "UNAVAILABLE", "INTERNAL",
+                                                                     "DEADLINE_EXCEEDED"):
+        return "errors"
+    if _RESTART.search(name):
+        return "restart"
+    if _CPU.search(name):
+        return "cpu"
+    if _MEMORY.search(name):
+        return "memory"
+    if _DISK.search(name):
+        return "disk"
+    if _ERRORS.search(name):
+        return "errors"
+    if _LATENCY.search(name) and "cpu" not in name:
+        return "latency"
+    if _SATURATION.search(name):
+        return "saturation"
+    if re.search(r"requests?|calls|ops|throughput|_total$|_count$|messages", name, re.I):
+        return "traffic"
+    return "level"
+
+
+def bad_direction(name: str, kind: str) -> int:
+    """+1 when higher is worse, -1 when lower is worse, 0 when either way only tells of a change."""
+    if kind in ("traffic", "level"):
+        return 0
+    return -1 if _GOOD_WHEN_HIGH.search(name) else 1
+
+
+def _derived(evidence: Evidence) -> list[tuple[MetricSeries, str, list[float], list[float]]]:
+    """Every series as something that can be compared over time: counters as rates, histograms as
+    their mean (rate of ``_sum`` over rate of ``_count``); buckets are read through their histogram."""
+    out = []
+    by_key: dict[tuple, MetricSeries] = {}
+    for s in evidence.series:
+        key = (s.name, tuple(sorted((k, v) for k, v in s.labels.items() if k != "__name__")))
+        by_key[key] = s
+    for s in evidence.series:
+        name = s.name
+        if name.endswith("_bucket"):
+            continue
+        rest = tuple(sorted((k, v) for k, v in s.labels.items() if k != "__name__"))
+        if name.endswith("_sum"):
+            count = by_key.get((name[:-4] + "_count", rest))
+            if count is not None:
+                t, v = ratio(rates(s.times, s.values), rates(count.times, count.values))
+                out.append((s, name[:-4], t, v))
+            continue
+        if name.endswith("_total") or name.endswith("_count"):
+            if name.endswith("_count") and (name[:-6] + "_sum", rest) in by_key:
+                t, v = rates(s.times, s.values)
+                out.append((s, name, t, v))  # throughput of the histogram
+                continue
+            t, v = rates(s.times, s.values)
+            out.append((s, name, t, v))
+            continue
+        out.append((s, name, s.times, s.values))
+    return out
+
+
+def metric_signals(evidence: Evidence) -> list[Signal]:
+    signals = []
+    end = evidence.window[1] if evidence.window else None
+    for series, name, times, values in _derived(evidence):
+        entity = service_of(series.labels)
+        if not entity:
+            node = node_of(series.labels)
+            entity = node if node in evidence.services() else f"node:{node}" if node else ""
+        if not entity:
+            continue
+        kind = metric_kind(name, series.labels)
+        moved = shift(times, values)
+        if end is not None and times and end - times[-1] > 600 and len(times) >= 8:
+            # A series that stopped: the process or its exporter went away.
+            signals.append(Signal(entity, "metric", "stopped", times[-1], 0.4, [series.ref], name,
+                                  detail={"name": name}))
+            continue
+        if moved is None or not moved.sustained or moved.score < MIN_SCORE or moved.relative < MIN_RELATIVE:
+            continue
+        bad = bad_direction(name, kind)
+        if bad and moved.direction != bad:
+            continue  # better than its baseline (or a symptom's echo: less traffic) is not a fault
+        fault = bad != 0 or kind == "level"
+        strength = min(1.0, 0.3 + 0.1 * math.log2(1 + moved.score) + (0.2 if moved.relative > 1 else 0))
+        if kind == "traffic":
+            strength *= 0.5
+        signals.append(Signal(entity, "metric", kind, moved.onset, strength, [series.ref], name, fault=fault,
+                              detail={"shift": moved, "name": name, "labels": series.labels}))
+    return signals
+
+
+# --------------------------------------------------------------------------- logs
+
+# A routine line that announces a change: a deploy, a rollout, a new version, a configuration or flag update.
+CHANGE_LINE = re.compile(r"(?<![A-Za-z])(?:deploy(?:ed|ing|ment)?|roll(?:ed|ing)? ?out|rollout|released?|upgraded?|"
+                         r"version|new revision|config(?:uration)? (?:reload(?:ed)?|changed?|updated?|applied)|"
+                         r"reloaded|flag|toggled?|enabled|disabled|migrat(?:ed|ion)|started .* v\d)", re.I)
+_DURATION = re.compile(r"(?<![\w.])(\d+(?:\.\d+)?)\s?(ms|msec|milliseconds|s|sec|seconds|µs|us)\b", re.I)
+
+
+def _llr(n1: int, d1: float, n2: int, d2: float) -> float:
+    """Log-likelihood ratio of two Poisson rates against one (a rate change of a template)."""
+    n, d = n1 + n2, d1 + d2
+    if n == 0 or d1 <= 0 or d2 <= 0:
+        return 0.0
+    lam = n / d
+
+    def term(k: int, t: float) -> float:
+        return k * math.log(k / (lam * t)) if k else 0.0
+
+    return term(n1, d1) + term(n2, d2)
+
+
+def _rate_change(times: list[float], low: float, high: float) -> tuple[float, float, int, int] | None:
+    """The split that best separates a lower rate before from a higher rate after: (llr, at, before, after)."""
+    best = None
+    for i, at in enumerate(times):
+        if at - low < MIN_BASELINE_S:
+            continue
+        n1, n2 = i, len(times) - i
+        d1, d2 = at - low, max(high - at, 60.0)
+        if n2 / d2 <= n1 / d1:
+            continue
+        score = _llr(n1, d1, n2, d2)
+        if best is None or score > best[0]:
+            best = (score, at, n1, n2)
+        if n1 == 0:
+            break  # the first occurrence after a quiet baseline: nothing later beats it by much
+    return best
+
+
+def log_signals(evidence: Evidence, templates: dict[tuple[str, int], Template]) -> list[Signal]:
+    signals = []
+    for (service, _tid), template in templates.items():
+        window = evidence.log_windows.get(service)
+        if window is None:
+            continue
+        low, high = window
+        records = template.records
+        times = sorted(r.ts for r in records)
+        worst = max(records, key=lambda r: RANK.get(r.level, 1)).level
+        if at_least(worst, "WARN"):
+            change = _rate_change(times, low, high)
+            ongoing = times[-1] >= high - max(600.0, 0.5 * (high - (change[1] if change else high)))
+            if change and change[0] >= LOG_LLR and ongoing and (change[3] >= 2 or worst == "FATAL"):
+                llr, at, before, after = change
+                first = next(r for r in sorted(records, key=lambda r: r.ts) if r.ts >= at)
+                if worst == "WARN":  # warnings alone never make a root: they only add to other signals
+                    strength = min(0.4, 0.25 + 0.03 * math.log2(1 + llr))
+                else:
+                    strength = min(1.0, 0.55 + 0.05 * math.log2(1 + llr) + (0.1 if before == 0 else 0))
+                signals.append(Signal(service, "log", "log", at, strength, [first.ref], template.text,
+                                      detail={"level": worst, "before": before, "after": after, "new": before == 0,
+                                              "template": template, "first": first}))
+        elif len(records) <= 3 and times[0] - low >= MIN_BASELINE_S and CHANGE_LINE.search(template.text):
+            first = min(records, key=lambda r: r.ts)
+            signals.append(Signal(service, "change", "log", first.ts, 0.0, [first.ref], template.text, fault=False,
+                                  detail={"what": first.message}))
+        durations = [(r.ts, _duration_ms(r.message)) for r in sorted(records, key=lambda r: r.ts)]
+        durations = [(t, v) for t, v in durations if v is not None]
+        if len(durations) >= 10:
+            moved = shift([t for t, _ in durations], [v for _, v in durations])
+            if moved and moved.sustained and moved.direction > 0 and moved.score >= MIN_SCORE and moved.relative >= 1.0:
+                at = moved.onset
+                first = next(r for r in sorted(records, key=lambda r: r.ts) if r.ts >= at)
+                signals.append(Signal(service, "log", "latency", at, 0.55, [first.ref], template.text,
+                                      detail={"shift": moved, "template": template, "first": first}))
+    return signals
+
+
+def _duration_ms(message: str) -> float | None:
+    match = _DURATION.search(message)
+    if not match:
+        return None
+    value, unit = float(match.group(1)), match.group(2).lower()
+    return value * {"s": 1000, "sec": 1000, "seconds": 1000, "µs": 0.001, "us": 0.001}.get(unit, 1)
+
+
+# --------------------------------------------------------------------------- Kubernetes, alerts, changes, traces
+
+KUBE_FAULTS = re.compile(r"OOMKilled|Evicted|FailedScheduling|Unschedulable|ImagePullBackOff|ErrImagePull|"
+                         r"InvalidImageName|CreateContainerConfigError|CreateContainerError|CrashLoopBackOff|BackOff|"
+                         r"Unhealthy|Error|Failed\w*|NodeNotReady|\w+Pressure|Killing|ContainerCannotRun|"
+                         r"DeadlineExceeded|BackoffLimitExceeded", re.I)
+
+
+def kube_signals(evidence: Evidence) -> list[Signal]:
+    signals = []
+    for fact in evidence.kube:
+        if fact.reason == "Restarted":
+            signals.append(Signal(fact.service, "kube", "restart", fact.ts, 0.3, [fact.ref], fact.reason,
+                                  fault=False))
+            continue
+        if not KUBE_FAULTS.fullmatch(fact.reason) and not (fact.warning and KUBE_FAULTS.search(fact.reason)):
+            continue
+        strength = 0.5 if fact.reason in ("BackOff", "Unhealthy", "CrashLoopBackOff", "Killing") else 0.75
+        signals.append(Signal(fact.service, "kube", fact.reason, fact.ts, strength, [fact.ref],
+                              f"{fact.reason} {fact.message}"))
+    return signals
+
+
+def alert_signals(evidence: Evidence) -> list[Signal]:
+    return [Signal(a.service, "alert", "alert", a.since, 0.3, [a.ref], a.name, fault=False)
+            for a in evidence.alerts if a.service and a.state == "firing"]
+
+
+def change_signals(evidence: Evidence) -> list[Signal]:
+    return [Signal(c.service, "change", c.kind or "change", c.ts, 0.0, [c.ref], f"{c.kind} {c.what}", fault=False,
+                   detail={"what": c.what})
+            for c in evidence.changes if c.service]
+
+
+def trace_signals(evidence: Evidence) -> list[Signal]:
+    """Per edge: errors and latency after a split against before it, a signal on the callee."""
+    by_edge = defaultdict(list)
+    for call in evidence.calls:
+        by_edge[(call.caller, call.callee)].append(call)
+    signals = []
+    for (caller, callee), calls in by_edge.items():
+        calls.sort(key=lambda c: c.ts)
+        errors = [c for c in calls if c.error]
+        if errors and len(errors) >= 2:
+            first = errors[0]
+            healthy_before = [c for c in calls if c.ts < first.ts and not c.error]
+            if healthy_before:
+                signals.append(Signal(callee, "trace", "errors", first.ts, 0.6, [first.ref],
+                                      f"{caller} -> {callee} errors", detail={"caller": caller}))
+        if len(calls) >= 10:
+            moved = shift([c.ts for c in calls], [c.duration_ms for c in calls])
+            if moved and moved.sustained and moved.direction > 0 and moved.score >= MIN_SCORE and moved.relative >= 0.5:
+                first = next(c for c in calls if c.ts >= moved.onset)
+                signals.append(Signal(callee, "trace", "latency", moved.onset, 0.55, [first.ref],
+                                      f"{caller} -> {callee} latency", detail={"caller": caller, "shift": moved}))
+    return signals
+
+
+def all_signals(evidence: Evidence) -> tuple[list[Signal], dict[tuple[str, int], Template]]:
+    templates = mine(evidence.logs)
+    signals = (metric_signals(evidence) + log_signals(evidence, templates) + kube_signals(evidence)
+               + alert_signals(evidence) + change_signals(evidence) + trace_signals(evidence))
+    return signals, templates
+
+
+def log_records_of(templates: dict[tuple[str, int], Template], service: str) -> list[LogRecord]:
+    return [r for (s, _), t in templates.items() if s == service for r in t.records]

@@ -1,0 +1,82 @@
+"""Tool results built by hand, in the wire shapes the recorded tools return (test code only)."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+from diagnosis.tools.backends.demo import DemoBackend
+
+NOW = datetime(2026, 11, 29, 12, 0, tzinfo=timezone.utc)
+START = NOW - timedelta(hours=1)
+
+
+def iso(offset_s: float) -> str:
+    return (NOW + timedelta(seconds=offset_s)).isoformat().replace("+00:00", "Z")
+
+
+class Results:
+    """A run's invocations, added one tool call at a time."""
+
+    def __init__(self):
+        self.items: list[dict] = []
+
+    def _add(self, tool: str, arguments: dict, result: dict) -> "Results":
+        self.items.append({"invocation_id": f"inv-{len(self.items) + 1:08x}", "tool_name": tool,
+                           "arguments": arguments, "result": result})
+        return self
+
+    def logs(self, service: str, lines: list[tuple[float, str, str]]) -> "Results":
+        """``lines``: (offset seconds before now, level or "", message)."""
+        records = [{"timestamp": iso(t), "service": service, "level": level or None, "message": m}
+                   for t, level, m in sorted(lines)]
+        return self._add("query_logs", {"service": service, "limit": 200},
+                         {"start": iso(-3600), "end": iso(0), "truncated": False, "records": records})
+
+    def metric(self, labels: dict, values: list[float], step: int = 60) -> "Results":
+        n = len(values)
+        points = [[(NOW - timedelta(seconds=step * (n - 1 - i))).timestamp(), str(v)] for i, v in enumerate(values)]
+        return self._add("query_metrics", {"service": labels.get("service")},
+                         {"start": iso(-3600), "end": iso(0), "step": step,
+                          "series": [{"labels": labels, "values": points, "description": json.dumps(labels)}]})
+
+    def alerts(self, alerts: list[dict]) -> "Results":
+        return self._add("query_alerts", {}, {"alerts": alerts})
+
+    def kubernetes(self, result: dict, name: str = "") -> "Results":
+        return self._add("query_kubernetes", {"kind": "deployment", "name": name}, result)
+
+
+def flat(level: float, n: int = 60, wiggle: float = 0.02) -> list[float]:
+    return [level * (1 + wiggle * ((i * 7) % 5 - 2) / 2) for i in range(n)]
+
+
+def stepped(level: float, to: float, at: int, n: int = 60, wiggle: float = 0.02) -> list[float]:
+    """Flat at ``level`` with noise, then at index ``at`` onwards at ``to``."""
+    return [v if i < at else to * (1 + wiggle * ((i * 3) % 5 - 2) / 2) for i, v in enumerate(flat(level, n, wiggle))]
+
+
+def scenario_results(folder: Path) -> list[dict]:
+    """Every tool asked about every service of a scenario folder: the full evidence a run could gather."""
+    backend = DemoBackend([folder], now=NOW)
+    out: list[dict] = []
+
+    def add(tool, arguments, call):
+        try:
+            result = call(**arguments)
+        except Exception:  # a tool that refuses a call gives no evidence, as in a run
+            return
+        out.append({"invocation_id": f"inv-{len(out) + 1:08x}", "tool_name": tool, "arguments": arguments,
+                    "result": json.loads(json.dumps(result, default=str))})
+
+    add("query_alerts", {}, backend.query_alerts)
+    for service in backend.services():
+        add("query_logs", {"service": service, "limit": 200}, backend.query_logs)
+        add("query_metrics", {"service": service}, backend.query_metrics)
+        add("query_kubernetes", {"kind": "deployment", "name": service}, backend.query_kubernetes)
+        add("query_kubernetes", {"kind": "service", "name": service}, backend.query_kubernetes)
+    add("query_metrics", {"query": '{__name__=~"node_.*"}'}, backend.query_metrics)
+    add("query_traces", {}, backend.query_traces)
+    add("query_changes", {}, backend.query_changes)
+    return out

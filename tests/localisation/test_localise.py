@@ -1,0 +1,101 @@
+"""Localisation: explained away along the graph, honest outcomes, and the scenarios with full evidence."""
+
+from pathlib import Path
+
+import pytest
+
+from diagnosis.localisation.outcome import localise
+from tests.localisation.support import Results, flat, scenario_results, stepped
+
+ROOT = Path(__file__).resolve().parents[2]
+SCENARIOS = sorted((ROOT / "diagnosis/demo/scenarios").iterdir()) + sorted((ROOT / "tests/holdout_scenarios").iterdir())
+
+
+def _caller_and_database(database_onset: int, caller_onset: int) -> Results:
+    results = Results()
+    results.metric({"__name__": "http_server_request_duration_seconds", "service": "fobrel"},
+                   stepped(0.08, 2.5, caller_onset))
+    results.metric({"__name__": "db_client_connections_pending", "service": "fobrel"}, stepped(1, 40, caller_onset))
+    results.metric({"__name__": "pg_stat_activity_max_tx_duration", "service": "quastor"}, stepped(0.5, 30, database_onset))
+    results.logs("fobrel", [(-3000 + i * 120, "", f"GET /v1/items 200 in {40 + i} ms") for i in range(20)]
+                 + [(-(60 - caller_onset) * 60 + 30 + i * 50, "ERROR",
+                     f"query failed: timeout acquiring connection to postgres://quastor:5432/items after {i + 30}s")
+                    for i in range(8)])
+    return results
+
+
+def test_saturation_on_a_caller_is_explained_by_the_anomalous_dependency_its_errors_name():
+    found = localise(_caller_and_database(database_onset=42, caller_onset=44).items, ["fobrel"])
+    assert found.outcome == "root_cause" and found.root == "quastor"
+    assert found.kind == "dependency.database"
+    assert [e.callee for e in found.path] == ["quastor"]
+    assert [c.service for c in found.candidates][:2] == ["quastor", "fobrel"]
+    assert found.candidates[1].explained_by == "quastor"
+
+
+def test_a_dependency_that_began_later_does_not_explain_the_caller():
+    found = localise(_caller_and_database(database_onset=52, caller_onset=40).items, ["fobrel"])
+    assert found.root != "quastor"
+
+
+def test_saturation_with_nothing_anomalous_below_it_is_the_cause():
+    results = Results()
+    results.metric({"__name__": "hikaricp_connections_pending", "service": "drelmo"}, stepped(0, 25, 40))
+    results.logs("drelmo", [(-1100 + i * 60, "ERROR", "HikariPool-1 - Connection is not available, request timed out"
+                             f" after {30000 + i}ms") for i in range(15)])
+    found = localise(results.items, ["drelmo"])
+    assert (found.outcome, found.root, found.kind) == ("root_cause", "drelmo", "resource.pool")
+
+
+def test_nothing_deviating_is_nothing_wrong():
+    results = Results()
+    results.metric({"__name__": "http_request_duration_seconds", "service": "pemvak"}, flat(0.1))
+    results.logs("pemvak", [(-3500 + i * 200, "WARN", "deprecated config key used; falling back") for i in range(17)])
+    assert localise(results.items, ["pemvak"]).outcome == "nothing_wrong"
+
+
+def test_a_service_with_no_telemetry_is_no_data_never_a_root_elsewhere():
+    results = _caller_and_database(database_onset=42, caller_onset=44)
+    found = localise(results.items, ["zzyzx-api"])
+    assert found.outcome == "no_data" and found.root is None and found.without_data == ["zzyzx-api"]
+
+
+def test_two_unrelated_roots_at_the_same_time_are_not_separated():
+    results = Results()
+    for service in ("korvax", "melnit"):
+        results.metric({"__name__": "process_resident_memory_bytes", "service": service}, stepped(2e8, 9e8, 44))
+    found = localise(results.items, [])
+    assert found.outcome == "undetermined" and found.reason == "not_separated"
+
+
+def test_an_error_naming_a_dependency_nobody_examined_is_undetermined_with_the_next_check():
+    results = Results()
+    results.metric({"__name__": "http_server_errors_ratio", "service": "trelby"}, stepped(0.001, 0.4, 45))
+    results.logs("trelby", [(-800 + i * 45, "ERROR", f"dial tcp 10.4.2.{i % 3 + 7}:6379: i/o timeout") for i in range(15)])
+    found = localise(results.items, ["trelby"])
+    assert found.outcome == "undetermined" and found.reason == "address_not_resolved"
+    assert found.next_checks and found.next_checks[0].tool == "query_kubernetes"
+
+
+@pytest.mark.parametrize("folder", SCENARIOS, ids=lambda p: p.name)
+def test_with_full_evidence_no_scenario_gets_a_confident_wrong_root(folder):
+    import json
+    truth = json.loads((folder / "ground_truth.json").read_text())
+    scenario = json.loads((folder / "scenario.json").read_text())
+    found = localise(scenario_results(folder), scenario["services"][:1])
+    if truth.get("expected_nothing_wrong"):
+        assert found.outcome == "nothing_wrong"
+    elif found.outcome == "root_cause":
+        assert found.root == truth["root_cause_service"]
+
+
+def test_with_full_evidence_most_scenarios_are_localised():
+    import json
+    hits = 0
+    for folder in SCENARIOS:
+        truth = json.loads((folder / "ground_truth.json").read_text())
+        scenario = json.loads((folder / "scenario.json").read_text())
+        found = localise(scenario_results(folder), scenario["services"][:1])
+        hits += (found.outcome == "nothing_wrong") if truth.get("expected_nothing_wrong") else (
+            found.outcome == "root_cause" and found.root == truth["root_cause_service"])
+    assert hits >= 18, f"{hits} of {len(SCENARIOS)}"

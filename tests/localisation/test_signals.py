@@ -1,0 +1,82 @@
+"""Signals: levels from real formats, robust shifts, templates, and what is noise."""
+
+import pytest
+
+from diagnosis.localisation.deviation import shift
+from diagnosis.localisation.levels import level_of
+from diagnosis.localisation.records import read_evidence, workload_of
+from diagnosis.localisation.signals import all_signals, metric_kind
+from tests.localisation.support import Results, flat, stepped
+
+
+@pytest.mark.parametrize("field, line, level", [
+    (None, '{"level":"error","msg":"boom"}', "ERROR"),
+    (None, 'ts=2026-11-29T10:00:00Z level=warn msg="slow"', "WARN"),
+    (None, "E1129 10:02:03.042000    1 reflector.go:138] failed to list", "ERROR"),
+    (None, "2026-11-29 10:02:03.042 UTC [31] FATAL:  password authentication failed", "FATAL"),
+    (None, '10.0.0.1 - - [29/Nov/2026:10:02:03 +0000] "GET /a HTTP/1.1" 503 12 "-" "curl"', "ERROR"),
+    (None, '10.0.0.1 - - [29/Nov/2026:10:02:03 +0000] "GET /a HTTP/1.1" 200 12 "-" "curl"', "INFO"),
+    (None, "1:M 29 Nov 2026 10:02:03.042 # WARNING overcommit_memory is set to 0", "WARN"),
+    (None, "2026-11-29 10:02:03,042 CRITICAL worker died", "FATAL"),
+    ("PANIC", "anything", "FATAL"),
+    ("W", "anything", "WARN"),
+    (None, "Traceback (most recent call last):\n  File x\nValueError: bad", "ERROR"),
+    (None, "request served in 12 ms", "INFO"),
+])
+def test_the_level_comes_from_the_field_or_the_format_of_the_line(field, line, level):
+    assert level_of(field, line) == level
+
+
+def test_pod_names_resolve_to_their_workload():
+    assert workload_of("checkout-7c9d5b6f4-h2x8r") == "checkout"
+    assert workload_of("orders-mysql-0") == "orders-mysql"
+    assert workload_of("ledger-api") == "ledger-api"
+
+
+def test_a_sustained_shift_has_its_onset_and_a_spike_that_went_away_is_noise():
+    times = [float(i * 60) for i in range(60)]
+    moved = shift(times, stepped(100, 400, 45))
+    assert moved is not None and moved.sustained and moved.onset == 45 * 60 and moved.direction == 1
+    spike = flat(100)
+    spike[20:23] = [900, 950, 900]
+    assert not shift(times, spike).sustained
+
+
+def test_a_sawtooth_that_keeps_climbing_back_is_sustained():
+    times = [float(i * 60) for i in range(60)]
+    saw = [100.0] * 20 + [100 + 40 * (i % 10) for i in range(40)]
+    saw = [v if i < 20 else max(v, 180) for i, v in enumerate(saw)]
+    assert shift(times, saw).sustained
+
+
+@pytest.mark.parametrize("name, labels, kind", [
+    ("http_server_requests_seconds", {}, "latency"),
+    ("http_requests", {"code": "503"}, "errors"),
+    ("container_cpu_usage_seconds", {}, "cpu"),
+    ("container_memory_working_set_bytes", {}, "memory"),
+    ("node_filesystem_avail_bytes", {}, "disk"),
+    ("hikaricp_connections_pending", {}, "saturation"),
+    ("kube_pod_container_status_restarts", {}, "restart"),
+])
+def test_metric_kinds_follow_naming_conventions(name, labels, kind):
+    assert metric_kind(name, labels) == kind
+
+
+def test_routine_warnings_are_not_signals_and_a_new_error_template_is():
+    routine = [(-3500 + i * 300, "WARN", f"cache refresh took {100 + i} ms longer than expected") for i in range(12)]
+    errors = [(-600 + i * 40, "ERROR", f"request {i} failed: upstream returned 502") for i in range(12)]
+    evidence = read_evidence(Results().logs("alpha", routine + errors).items)
+    signals, _ = all_signals(evidence)
+    logs = [s for s in signals if s.source == "log"]
+    assert len(logs) == 1 and "502" in logs[0].refs[0].excerpt and "<NUM>" in logs[0].text and logs[0].onset == min(r.ts for r in evidence.logs if r.level == "ERROR")
+
+
+def test_a_counter_is_read_as_its_rate_and_a_drop_in_errors_is_not_a_fault():
+    cumulative, total = [], 1000.0
+    for i in range(60):
+        total += 2 if i < 40 else 30
+        cumulative.append(total)
+    results = Results().metric({"__name__": "app_errors_total", "service": "beta"}, cumulative)
+    results.metric({"__name__": "app_errors_ratio", "service": "gamma"}, stepped(0.3, 0.01, 40))
+    signals, _ = all_signals(read_evidence(results.items))
+    assert [(s.entity, s.kind) for s in signals if s.fault] == [("beta", "errors")]
