@@ -159,7 +159,7 @@ def test_a_redacted_tool_result_stays_json_serialisable():
 @given(st.text())
 def test_redact_text_never_raises_on_random_text(text):
     redacted, count = redact_text_counted(text)
-    assert isinstance(redacted, str) and count >= 0
+    assert isinstance(redacted, str) and count <= redacted.count("[REDACTED:")  # each redaction leaves its marker
     if count == 0:
         assert redacted == text
 
