@@ -9,7 +9,7 @@ from unittest import mock
 
 import pytest
 
-from diagnosis.api.chat import ChatThrottle
+from diagnosis.api.throttling import ChatThrottle
 from diagnosis.models import DiagnosisRun
 from tests.api.conftest import token_client
 
