@@ -26,8 +26,9 @@ PACKAGES = ("diagnosis", "traces", "config")
 FRAMEWORKS = ("django", "rest_framework", "celery", "kombu", "drf_spectacular")
 MAX_LINES = 450
 SIZE_REASON = "# size:"
-# Modules whose length is not judged here: generated migrations, the offline analyser and the demo data.
-SIZE_EXEMPT_PREFIXES = ("diagnosis/migrations/", "traces/migrations/", "diagnosis/llm/offline/", "diagnosis/demo/")
+# Modules whose length is not judged here: generated migrations, and the offline analyser while issue 26
+# rewrites it (its new modules are judged once that lands; remove the prefix then).
+SIZE_EXEMPT_PREFIXES = ("diagnosis/migrations/", "traces/migrations/", "diagnosis/llm/offline/")
 # Being split along their seams by the alert-analysis-on-the-engine and route-drawing work; to be removed then.
 SIZE_PENDING: set[str] = set()
 # Lazily imported on purpose: a tool backend is loaded only when settings configure it.
@@ -245,9 +246,21 @@ def test_no_module_is_longer_than_450_lines_without_a_reason_at_its_top():
         if rel.startswith(SIZE_EXEMPT_PREFIXES) or rel in SIZE_PENDING:
             continue
         lines = path.read_text(encoding="utf-8").splitlines()
-        if len(lines) > MAX_LINES and not any(line.startswith(SIZE_REASON) for line in lines[:25]):
+        if _too_long_without_reason(lines):
             too_long.append(f"{rel} ({len(lines)} lines)")
     assert not too_long, f"split these, or say why at the top with a '{SIZE_REASON}' line: {too_long}"
+
+
+def _too_long_without_reason(lines: list[str]) -> bool:
+    return len(lines) > MAX_LINES and not any(line.startswith(SIZE_REASON) for line in lines[:25])
+
+
+def test_the_size_check_flags_a_long_module_unless_its_top_says_why():
+    body = ["x = 1"] * MAX_LINES
+    assert _too_long_without_reason(['"""doc."""', *body])
+    assert not _too_long_without_reason([f"{SIZE_REASON} one table, read as one.", '"""doc."""', *body])
+    assert not _too_long_without_reason(body)
+    assert _too_long_without_reason([*body[:30], f"{SIZE_REASON} too late to count", *body])
 
 
 def test_the_contract_tests_see_the_imports_they_judge():
