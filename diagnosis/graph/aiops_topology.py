@@ -22,7 +22,7 @@ from typing import Any
 from .engine import END, CompiledGraph, StateGraph, append
 from .aiops_state import PORT_OUTPUT_KEYS, AiOpsKey, AiOpsNode, AiOpsReason, Decision  # noqa: F401  (re-exported)
 from .ports import (
-    Port, PortContractError, append_event, call_port, event_outcome, executor_failure_reasons, normalise_status,
+    Port, PortContractError, append_event, call_port, event_outcome, executor_route, normalise_status,
     require_callable, technical_route, unbound_port,
 )
 from .state import MAX_ORCHESTRATION_EVENTS, EventOutcome, NodeStatus
@@ -116,17 +116,9 @@ def decide_supervisor(status: Any, retry_count: int, decision: Any) -> tuple[str
     return Route.STOP, R.UNKNOWN_STATUS
 
 
-_EXECUTOR_FAILURES = executor_failure_reasons(R)
-
-
 def decide_executor(status: Any) -> tuple[str, str]:
     """Claims reported -> the task gatekeeper; any failure -> the next round (never retried)."""
-    status = _status(status)
-    if status == S.COMPLETED:
-        return Route.EXECUTED, R.EXECUTED
-    if status is None:
-        return Route.NEXT_ROUND, R.MISSING_STATUS
-    return Route.NEXT_ROUND, _EXECUTOR_FAILURES.get(status, R.UNKNOWN_STATUS)
+    return executor_route(status, done=(Route.EXECUTED, R.EXECUTED), give_up=Route.NEXT_ROUND, reasons=R)
 
 
 def decide_reporter(status: Any, retry_count: int) -> tuple[str, str]:

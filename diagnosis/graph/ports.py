@@ -80,9 +80,16 @@ def technical_route(status: str | None, retry_count: int, *, retry: str, give_up
     return give_up, reasons.UNKNOWN_STATUS
 
 
-def executor_failure_reasons(reasons) -> dict[str, str]:
-    """The reason code of each executor status that is not COMPLETED (an executor is never retried)."""
-    return {S.INVALID_OUTPUT: reasons.INVALID_OUTPUT, S.TOOL_BLOCKED: reasons.TOOL_BLOCKED, S.FAILED: reasons.FAILED}
+def executor_route(status: Any, *, done: tuple[str, str], give_up: str, reasons) -> tuple[str, str]:
+    """An executor is never retried: COMPLETED takes `done` (route, reason); anything else `give_up`,
+    with the reason code of its status."""
+    status = normalise_status(status)
+    if status == S.COMPLETED:
+        return done
+    if status is None:
+        return give_up, reasons.MISSING_STATUS
+    failures = {S.INVALID_OUTPUT: reasons.INVALID_OUTPUT, S.TOOL_BLOCKED: reasons.TOOL_BLOCKED, S.FAILED: reasons.FAILED}
+    return give_up, failures.get(status, reasons.UNKNOWN_STATUS)
 
 
 def append_event(update: dict, state: Mapping[str, Any], event: dict[str, Any]) -> dict:

@@ -9,14 +9,14 @@ listed and explained on ``state.ReasonCode``. Anything unknown or missing fails 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields
 from types import MappingProxyType
 from typing import Any
 
 from .engine import END, CompiledGraph, GraphValidationError, StateGraph, append
 from .ports import (  # noqa: F401  (Port and PortContractError re-exported: the diagnosis ports' contract)
-    Port, PortContractError, append_event, call_port, event_outcome, executor_failure_reasons, normalise_status,
+    Port, PortContractError, append_event, call_port, event_outcome, executor_route, normalise_status,
     require_callable, technical_route, unbound_port,
 )
 from .state import (
@@ -123,17 +123,9 @@ def decide_planner(status: Any, retry_count: int) -> tuple[str, str]:
     return _technical(status, retry_count)
 
 
-_EXECUTOR_FAILURES = executor_failure_reasons(R)
-
-
 def decide_executor(status: Any) -> tuple[str, str]:
     """COMPLETED -> gatekeeper; everything else -> fallback, never retried."""
-    status = normalise_status(status)
-    if status == S.COMPLETED:
-        return Route.COMPLETED, R.COMPLETED
-    if status is None:
-        return Route.FALLBACK, R.MISSING_STATUS
-    return Route.FALLBACK, _EXECUTOR_FAILURES.get(status, R.UNKNOWN_STATUS)
+    return executor_route(status, done=(Route.COMPLETED, R.COMPLETED), give_up=Route.FALLBACK, reasons=R)
 
 
 def verified_binding_count(result: Any) -> int:
@@ -292,17 +284,24 @@ def _record(update: dict, state: Mapping[str, Any], node: str, outcome: Any, rea
     return append_event(update, state, {"node": node, "outcome": outcome, "reason_code": reason, "attempt": attempt})
 
 
-def _planner(port: Port):
-    def planner(state, config):
-        state, count = _enter(state, N.PLANNER)
-        update = _call_port(N.PLANNER, port, state, config)
-        status = update.get(K.PLANNER_STATUS)
-        reason = decide_planner(status, count)[1]
-        update[K.PLANNER_STATUS] = status
-        update[K.PLANNER_RETRY_COUNT] = count
-        return _record(update, state, N.PLANNER, event_outcome(status), reason, count + 1)
+def _retried_once(node: str, status_key: str, count_key: str, decide: Callable[[Any, int], tuple[str, str]]):
+    """The wrapper of a node that a technical failure runs once more (the planner, the composer)."""
+    def wrap(port: Port):
+        def run(state, config):
+            state, count = _enter(state, node)
+            update = _call_port(node, port, state, config)
+            status = update.get(status_key)
+            update[status_key] = status
+            update[count_key] = count
+            return _record(update, state, node, event_outcome(status), decide(status, count)[1], count + 1)
 
-    return planner
+        run.__name__ = node
+        return run
+
+    return wrap
+
+
+_planner = _retried_once(N.PLANNER, K.PLANNER_STATUS, K.PLANNER_RETRY_COUNT, decide_planner)
 
 
 def _executor(port: Port):
@@ -372,17 +371,7 @@ def _evidence_retry(port: Port):
     return evidence_retry
 
 
-def _composer(port: Port):
-    def composer(state, config):
-        state, count = _enter(state, N.COMPOSER)
-        update = _call_port(N.COMPOSER, port, state, config)
-        status = update.get(K.COMPOSER_STATUS)
-        reason = decide_composer(status, count)[1]
-        update[K.COMPOSER_STATUS] = status
-        update[K.COMPOSER_RETRY_COUNT] = count
-        return _record(update, state, N.COMPOSER, event_outcome(status), reason, count + 1)
-
-    return composer
+_composer = _retried_once(N.COMPOSER, K.COMPOSER_STATUS, K.COMPOSER_RETRY_COUNT, decide_composer)
 
 
 def _fallback(port: Port):
