@@ -22,7 +22,7 @@ from typing import Any
 from .engine import END, CompiledGraph, StateGraph, append
 from .aiops_state import PORT_OUTPUT_KEYS, AiOpsKey, AiOpsNode, AiOpsReason, Decision  # noqa: F401  (re-exported)
 from .ports import (
-    Port, PortContractError, append_event, call_port, event_outcome, executor_route, normalise_status,
+    Port, PortContractError, append_event, call_port, degrade, event_outcome, executor_route, normalise_status,
     require_callable, technical_route, unbound_port,
 )
 from .state import MAX_ORCHESTRATION_EVENTS, EventOutcome, NodeStatus
@@ -258,11 +258,7 @@ FALLBACK_SAFETY_REPORT = (
 
 def _fallback(port: Port):
     def fallback(state, config):
-        update = _call_port(N.FALLBACK, port, state, config)
-        answer = update.get(K.FINAL_ANSWER)
-        if not isinstance(answer, str) or not answer.strip():
-            update[K.FINAL_ANSWER] = FALLBACK_SAFETY_REPORT
-        update[K.DEGRADED] = True
+        update = degrade(_call_port(N.FALLBACK, port, state, config), safety_answer=FALLBACK_SAFETY_REPORT)
         return _record(update, state, N.FALLBACK, EventOutcome.COMPLETED, None, R.FALLBACK_COMPLETED, 1)
 
     return fallback

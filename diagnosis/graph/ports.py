@@ -17,8 +17,10 @@ from .state import MAX_ORCHESTRATION_EVENTS, MAX_TECHNICAL_RETRIES, EventOutcome
 S = NodeStatus
 Port = Callable[[Mapping[str, Any], RunConfig], "Mapping[str, Any] | None"]
 
-# Both topologies store their events under the same key (AiOpsKey reuses it).
+# Both topologies store these under the same keys (AiOpsKey reuses them).
 ORCHESTRATION_EVENTS = StateKey.ORCHESTRATION_EVENTS
+FINAL_ANSWER = StateKey.FINAL_ANSWER
+DEGRADED = StateKey.DEGRADED
 
 
 class PortContractError(GraphError):
@@ -97,6 +99,16 @@ def append_event(update: dict, state: Mapping[str, Any], event: dict[str, Any]) 
     events = state.get(ORCHESTRATION_EVENTS)
     if events is None or len(events) < MAX_ORCHESTRATION_EVENTS:
         update[ORCHESTRATION_EVENTS] = [event]
+    return update
+
+
+def degrade(update: dict, *, safety_answer: str) -> dict:
+    """A fallback's update: the run is degraded and always has an answer (the safety answer when the
+    fallback port gave none); returns `update`."""
+    answer = update.get(FINAL_ANSWER)
+    if not isinstance(answer, str) or not answer.strip():
+        update[FINAL_ANSWER] = safety_answer
+    update[DEGRADED] = True
     return update
 
 

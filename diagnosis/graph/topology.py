@@ -16,7 +16,7 @@ from typing import Any
 
 from .engine import END, CompiledGraph, GraphValidationError, StateGraph, append
 from .ports import (  # noqa: F401  (Port and PortContractError re-exported: the diagnosis ports' contract)
-    Port, PortContractError, append_event, call_port, event_outcome, executor_route, normalise_status,
+    Port, PortContractError, append_event, call_port, degrade, event_outcome, executor_route, normalise_status,
     require_callable, technical_route, unbound_port,
 )
 from .state import (
@@ -376,11 +376,7 @@ _composer = _retried_once(N.COMPOSER, K.COMPOSER_STATUS, K.COMPOSER_RETRY_COUNT,
 
 def _fallback(port: Port):
     def fallback(state, config):
-        update = _call_port(N.FALLBACK, port, state, config)
-        answer = update.get(K.FINAL_ANSWER)
-        if not isinstance(answer, str) or not answer.strip():
-            update[K.FINAL_ANSWER] = FALLBACK_SAFETY_ANSWER
-        update[K.DEGRADED] = True
+        update = degrade(_call_port(N.FALLBACK, port, state, config), safety_answer=FALLBACK_SAFETY_ANSWER)
         return _record(update, state, N.FALLBACK, EventOutcome.COMPLETED, R.FALLBACK_COMPLETED, 1)
 
     return fallback
