@@ -141,6 +141,17 @@ def merge_snapshot(previous: dict | None, current: dict) -> dict:
     return {**current, "claims": carried + current["claims"]}
 
 
+def _verified_only_input(state, evidence) -> dict:
+    """What the verifier and the composer start from (SPEC §5): the question's context and language,
+    and only the verified claims and evidence; no raw executor output, no tool trace."""
+    return {
+        "diagnosis_context": dict(state.get(K.DIAGNOSIS_CONTEXT) or {}),
+        "language": question_language(_query(state)),
+        "verified_executor_output": state.get(K.VERIFIED_EXECUTOR_OUTPUT),
+        "verified_evidence": evidence,
+    }
+
+
 # --------------------------------------------------------------------------- adapters
 
 
@@ -231,13 +242,8 @@ class DiagnosisAgents:
     # -- verifier --------------------------------------------------------------------------------
     def verifier(self, state, config):
         gatekeeper = state.get(K.GATEKEEPER_RESULT) or {}
-        question = _query(state)
-        # Verified-only input (SPEC §5): no raw executor output, no tool trace.
         payload = {
-            "diagnosis_context": dict(state.get(K.DIAGNOSIS_CONTEXT) or {}),
-            "language": question_language(question),
-            "verified_executor_output": state.get(K.VERIFIED_EXECUTOR_OUTPUT),
-            "verified_evidence": state.get(K.VERIFIED_EVIDENCE),
+            **_verified_only_input(state, state.get(K.VERIFIED_EVIDENCE)),
             "gatekeeper_audit": {k: gatekeeper.get(k) for k in (
                 "verdict", "verified_binding_count", "total_binding_count", "verified_claim_count",
                 "total_claim_count", "citation_validity")},
@@ -263,10 +269,7 @@ class DiagnosisAgents:
         verifier = state.get(K.VERIFIER_OUTPUT) or {}
         question = _query(state)
         payload = {
-            "diagnosis_context": dict(state.get(K.DIAGNOSIS_CONTEXT) or {}),
-            "language": question_language(question),
-            "verified_executor_output": state.get(K.VERIFIED_EXECUTOR_OUTPUT),
-            "verified_evidence": evidence,
+            **_verified_only_input(state, evidence),
             "effective_verdict": state.get(K.EFFECTIVE_VERDICT),
             "verifier": {k: verifier.get(k) for k in ("verdict", "score", "claim_checks", "critical_evidence_gaps", "rationale")},
             # The only ids the composer may choose for the structured diagnosis (validated on return).

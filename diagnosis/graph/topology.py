@@ -382,6 +382,13 @@ def _fallback(port: Port):
     return fallback
 
 
+# Each node's wrapper, in the order the graph declares them.
+_WRAPPERS = {
+    N.PLANNER: _planner, N.EXECUTOR: _executor, N.GATEKEEPER: _gatekeeper, N.VERIFIED_INPUT: _verified_input,
+    N.VERIFIER: _verifier, N.EVIDENCE_RETRY: _evidence_retry, N.COMPOSER: _composer, N.FALLBACK: _fallback,
+}
+
+
 # --------------------------------------------------------------------------- the graph
 
 
@@ -392,14 +399,8 @@ def build_diagnosis_topology(nodes: DiagnosisNodes | Mapping[str, Port]) -> Stat
     require_callable((item.name, getattr(nodes, item.name)) for item in fields(DiagnosisNodes))
 
     graph = StateGraph(state_keys=K.ALL, reducers={K.ORCHESTRATION_EVENTS: append})
-    graph.add_node(N.PLANNER, _planner(nodes.planner))
-    graph.add_node(N.EXECUTOR, _executor(nodes.executor))
-    graph.add_node(N.GATEKEEPER, _gatekeeper(nodes.gatekeeper))
-    graph.add_node(N.VERIFIED_INPUT, _verified_input(nodes.verified_input))
-    graph.add_node(N.VERIFIER, _verifier(nodes.verifier))
-    graph.add_node(N.EVIDENCE_RETRY, _evidence_retry(nodes.evidence_retry))
-    graph.add_node(N.COMPOSER, _composer(nodes.composer))
-    graph.add_node(N.FALLBACK, _fallback(nodes.fallback))
+    for name, wrap in _WRAPPERS.items():
+        graph.add_node(name, wrap(getattr(nodes, name)))
 
     graph.set_entry(N.PLANNER)
     graph.add_conditional_edges(N.PLANNER, route_planner, PLANNER_ROUTES)
