@@ -22,23 +22,24 @@ def _in_groups(user, names) -> Exists:
     return Exists(Group.objects.filter(user=user.pk, name__in=names).values("pk"))
 
 
+def _owned_or_read_all(user, manager, owner: str) -> QuerySet:
+    """Rows of `manager` whose `owner` lookup is `user`, or all of them for the read-all roles."""
+    if not getattr(user, "is_authenticated", False) or not user.is_active:
+        return manager.none()
+    if user.is_superuser:
+        return manager.all()
+    # An uncorrelated EXISTS keeps the staff check inside the lookup query itself.
+    return manager.filter(Q(**{owner: user.pk}) | Q(_in_groups(user, READ_ALL_GROUPS)))
+
+
 def visible_sessions(user) -> QuerySet[ChatSession]:
     """The sessions `user` may read: its own, or all of them for staff (no query until evaluated)."""
-    if not getattr(user, "is_authenticated", False) or not user.is_active:
-        return ChatSession.objects.none()
-    if user.is_superuser:
-        return ChatSession.objects.all()
-    # An uncorrelated EXISTS keeps the staff check inside the lookup query itself.
-    return ChatSession.objects.filter(Q(owner=user.pk) | Q(_in_groups(user, READ_ALL_GROUPS)))
+    return _owned_or_read_all(user, ChatSession.objects, "owner")
 
 
 def visible_runs(user) -> QuerySet[DiagnosisRun]:
     """The runs of the sessions `user` may read."""
-    if not getattr(user, "is_authenticated", False) or not user.is_active:
-        return DiagnosisRun.objects.none()
-    if user.is_superuser:
-        return DiagnosisRun.objects.all()
-    return DiagnosisRun.objects.filter(Q(session__owner=user.pk) | Q(_in_groups(user, READ_ALL_GROUPS)))
+    return _owned_or_read_all(user, DiagnosisRun.objects, "session__owner")
 
 
 def run_get_for_user(*, user, run_id: str) -> DiagnosisRun | None:

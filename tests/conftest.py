@@ -25,16 +25,68 @@ def services_available() -> bool:
     return settings.DATABASES["default"]["ENGINE"].endswith("mysql") and bool(settings.REDIS_URL)
 
 
+def services_missing(*, database: dict | None = None, redis_url: str | None = None) -> str | None:
+    """What keeps the services pass from running here (each service not configured or not answering,
+    joined by "; "), or None. Reads the settings unless given a DATABASES entry and a Redis URL.
+
+    Probed without Django's connection (pytest-django blocks it outside tests) and with short timeouts,
+    so a dead MariaDB or Redis reads as one clear failure, not a hang or a traceback per test."""
+    if not settings.configured:
+        return "Django settings are not configured"
+    import MySQLdb
+    import redis
+
+    missing = []
+    if database is None:
+        database, redis_url = settings.DATABASES["default"], settings.REDIS_URL
+    host, port = database.get("HOST") or "127.0.0.1", int(database.get("PORT") or 3306)
+    if not database["ENGINE"].endswith("mysql"):
+        missing.append(f"DATABASE_URL must be mysql://… (the services pass runs on MariaDB), got {database['ENGINE']}")
+    else:
+        try:
+            MySQLdb.connect(host=host, port=port, user=database.get("USER") or "",
+                            password=database.get("PASSWORD") or "", connect_timeout=5).close()
+        except MySQLdb.Error as error:
+            missing.append(f"MariaDB at {host}:{port} does not answer: {error}")
+    if not redis_url:
+        missing.append("REDIS_URL is not set (the services pass runs Celery and the cache on Redis)")
+    else:
+        try:
+            redis.Redis.from_url(redis_url, socket_connect_timeout=5, socket_timeout=5).ping()
+        except redis.RedisError as error:
+            missing.append(f"Redis at {redis_url} does not answer: {error}")
+    return "; ".join(missing) or None
+
+
+_MISSING: list[str | None] = []
+
+
+def _services_missing_once() -> str | None:
+    if not _MISSING:
+        _MISSING.append(services_missing())
+    return _MISSING[0]
+
+
 def pytest_collection_modifyitems(config, items):
-    if services_available():
+    """Outside the services pass, tests that need MariaDB and Redis are skipped when those are not
+    configured. In the services pass they never are: see `pytest_runtest_setup`."""
+    if REQUIRE_SERVICES or services_available():
         return
     reason = "needs DATABASE_URL=mysql://… and REDIS_URL (the services pass of .ci/run)"
     for item in items:
         if "services" in item.keywords:
-            if REQUIRE_SERVICES:
-                item.add_marker(pytest.mark.xfail(reason="services required but not configured", strict=True, run=False))
-            else:
-                item.add_marker(pytest.mark.skip(reason=reason))
+            item.add_marker(pytest.mark.skip(reason=reason))
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item):
+    """The services pass (AIOPS_REQUIRE_SERVICES=1) never turns a missing service into a skip or an
+    xfail: each test fails before its fixtures run, naming the service that is missing, so a broken
+    MariaDB or Redis cannot read as green."""
+    if REQUIRE_SERVICES:
+        missing = _services_missing_once()
+        if missing:
+            pytest.fail(f"the services pass needs MariaDB and Redis: {missing}", pytrace=False)
 
 
 @pytest.fixture(scope="session", autouse=True)

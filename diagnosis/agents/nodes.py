@@ -141,6 +141,17 @@ def merge_snapshot(previous: dict | None, current: dict) -> dict:
     return {**current, "claims": carried + current["claims"]}
 
 
+def _verified_only_input(state, evidence) -> dict:
+    """What the verifier and the composer start from (SPEC §5): the question's context and language,
+    and only the verified claims and evidence; no raw executor output, no tool trace."""
+    return {
+        "diagnosis_context": dict(state.get(K.DIAGNOSIS_CONTEXT) or {}),
+        "language": question_language(_query(state)),
+        "verified_executor_output": state.get(K.VERIFIED_EXECUTOR_OUTPUT),
+        "verified_evidence": evidence,
+    }
+
+
 # --------------------------------------------------------------------------- adapters
 
 
@@ -157,6 +168,15 @@ class DiagnosisAgents:
             composer=self.composer, fallback=self.fallback,
         )
 
+    def _answer_of(self, role: str, state, retry_count_key: str, payload: dict, validate):
+        """One model call of a node whose answer is a JSON object (its role names the node and the
+        prompt), validated; a ModelError when the call fails or the answer does not validate."""
+        reply = self.ctx.call_model(
+            node=role, role=role, attempt=_attempt(state, retry_count_key),
+            system=prompt(role).text, user=payload, structured_input=payload,
+        )
+        return validate(reply.parse_json())
+
     # -- planner ---------------------------------------------------------------------------------
     def planner(self, state, config):
         mode = state.get(K.PLANNER_MODE) or PlannerMode.NORMAL
@@ -167,11 +187,7 @@ class DiagnosisAgents:
             "allowed_tools": sorted(ALLOWED_TOOLS),
         }
         try:
-            reply = self.ctx.call_model(
-                node=N.PLANNER, role="planner", attempt=_attempt(state, K.PLANNER_RETRY_COUNT),
-                system=prompt("planner").text, user=payload, structured_input=payload,
-            )
-            plan = validate_plan(reply.parse_json())
+            plan = self._answer_of(N.PLANNER, state, K.PLANNER_RETRY_COUNT, payload, validate_plan)
         except ModelError as exc:
             return {K.PLANNER_STATUS: _status_for(exc), K.PLANNER_PLAN: {"error": exc.to_dict()}}
         return {K.PLANNER_STATUS: S.COMPLETED, K.PLANNER_PLAN: {**plan, "mode": mode}}
@@ -226,13 +242,8 @@ class DiagnosisAgents:
     # -- verifier --------------------------------------------------------------------------------
     def verifier(self, state, config):
         gatekeeper = state.get(K.GATEKEEPER_RESULT) or {}
-        question = _query(state)
-        # Verified-only input (SPEC §5): no raw executor output, no tool trace.
         payload = {
-            "diagnosis_context": dict(state.get(K.DIAGNOSIS_CONTEXT) or {}),
-            "language": question_language(question),
-            "verified_executor_output": state.get(K.VERIFIED_EXECUTOR_OUTPUT),
-            "verified_evidence": state.get(K.VERIFIED_EVIDENCE),
+            **_verified_only_input(state, state.get(K.VERIFIED_EVIDENCE)),
             "gatekeeper_audit": {k: gatekeeper.get(k) for k in (
                 "verdict", "verified_binding_count", "total_binding_count", "verified_claim_count",
                 "total_claim_count", "citation_validity")},
@@ -240,11 +251,7 @@ class DiagnosisAgents:
             "retry_context": state.get(K.RETRY_CONTEXT),
         }
         try:
-            reply = self.ctx.call_model(
-                node=N.VERIFIER, role="verifier", attempt=_attempt(state, K.VERIFIER_RETRY_COUNT),
-                system=prompt("verifier").text, user=payload, structured_input=payload,
-            )
-            output = validate_verifier(reply.parse_json())
+            output = self._answer_of(N.VERIFIER, state, K.VERIFIER_RETRY_COUNT, payload, validate_verifier)
         except ModelError as exc:
             return {K.VERIFIER_STATUS: _status_for(exc), K.VERIFIER_OUTPUT: {"error": exc.to_dict()}}
         return {K.VERIFIER_STATUS: S.COMPLETED, K.VERIFIER_OUTPUT: output}
@@ -262,10 +269,7 @@ class DiagnosisAgents:
         verifier = state.get(K.VERIFIER_OUTPUT) or {}
         question = _query(state)
         payload = {
-            "diagnosis_context": dict(state.get(K.DIAGNOSIS_CONTEXT) or {}),
-            "language": question_language(question),
-            "verified_executor_output": state.get(K.VERIFIED_EXECUTOR_OUTPUT),
-            "verified_evidence": evidence,
+            **_verified_only_input(state, evidence),
             "effective_verdict": state.get(K.EFFECTIVE_VERDICT),
             "verifier": {k: verifier.get(k) for k in ("verdict", "score", "claim_checks", "critical_evidence_gaps", "rationale")},
             # The only ids the composer may choose for the structured diagnosis (validated on return).
@@ -273,11 +277,7 @@ class DiagnosisAgents:
             "claim_services": self._claim_services(state),
         }
         try:
-            reply = self.ctx.call_model(
-                node=N.COMPOSER, role="composer", attempt=_attempt(state, K.COMPOSER_RETRY_COUNT),
-                system=prompt("composer").text, user=payload, structured_input=payload,
-            )
-            plan = validate_composition(reply.parse_json())
+            plan = self._answer_of(N.COMPOSER, state, K.COMPOSER_RETRY_COUNT, payload, validate_composition)
         except ModelError as exc:
             return {K.COMPOSER_STATUS: _status_for(exc), K.COMPOSER_OUTPUT: {"error": exc.to_dict()}}
         verdict = state.get(K.EFFECTIVE_VERDICT)

@@ -16,11 +16,13 @@ from rest_framework.renderers import JSONRenderer
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from diagnosis.api.chat import (
-    ChatThrottle, EventStreamRenderer, RunOutput, _sse, event_stream, is_asgi, live_stream,
-    release_request_connections, run_links, run_summary, sse_response, stream_slot_or_429,
-)
 from diagnosis.api.errors import SUBMISSION_ERRORS, ApiError, submission_error_response
+from diagnosis.api.run_output import RunOutput, run_links, run_output
+from diagnosis.api.sse import (
+    EventStreamRenderer, event_stream, is_asgi, live_stream, release_request_connections, sse_message, sse_response,
+    stream_slot_or_429,
+)
+from diagnosis.api.throttling import ChatThrottle
 from diagnosis.models import DiagnosisRun
 from diagnosis.services.aiops import AlertInputError, aiops_input, aiops_submit
 from diagnosis.services.live_progress import stream_slots
@@ -67,7 +69,7 @@ def metadata(request, run: DiagnosisRun) -> dict[str, Any]:
 
 
 def aiops_stream(run: DiagnosisRun, meta: dict[str, Any], *, slot=None):
-    yield _sse(None, "metadata", meta)
+    yield sse_message(None, "metadata", meta)
     yield from event_stream(run, 0, slot=slot)
 
 
@@ -139,9 +141,9 @@ class AiOpsView(APIView):
         if not stream:
             # JSON whatever the Accept header asked for: the event-stream renderer is for the stream only.
             request.accepted_renderer, request.accepted_media_type = JSONRenderer(), "application/json"
-            return Response(run_summary(request, run), status=202)
+            return Response(run_output(request, run), status=202)
         meta = metadata(request, run)
         if is_asgi(request):  # the stream holds no thread (nor database connection) while the run executes
             release_request_connections(request)
-            return sse_response(live_stream(run, 0, slot=slot, prefix=(_sse(None, "metadata", meta),)))
+            return sse_response(live_stream(run, 0, slot=slot, prefix=(sse_message(None, "metadata", meta),)))
         return sse_response(aiops_stream(run, meta, slot=slot))

@@ -8,8 +8,9 @@ from rest_framework import serializers
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from diagnosis.api.chat import ChatThrottle, RunOutput, run_summary
 from diagnosis.api.errors import ApiError, error_response, submission_error_response
+from diagnosis.api.run_output import RunOutput
+from diagnosis.api.throttling import ChatThrottle
 from diagnosis.contracts import RUN_ID_PATTERN
 from diagnosis.ids import is_valid_run_id
 from diagnosis.models import DiagnosisRun
@@ -65,5 +66,5 @@ class ReplayView(APIView):
         run = DiagnosisRun.objects.select_related("session", "replay_of").get(pk=run.pk)
         if values["wait"]:
             run = replay_wait(run, settings.CHAT_WAIT_SECONDS)
-        body = {"run": run_summary(request, run), "replayOf": run.replay_of.run_id}
+        body = ReplayOutput({"run": run, "replayOf": run.replay_of.run_id}, context={"request": request}).data
         return Response(body, status=200 if values["wait"] and run.is_terminal else 202)

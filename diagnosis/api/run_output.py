@@ -1,11 +1,15 @@
-"""The run as the API returns it (POST /api/chat, GET /api/runs/{runId}, the trace's diagnosis): its
-documented shape, field by field, with each reader-facing field's contract (docs/TRUST.md)."""
+"""The run as the API returns it (POST /api/chat, GET /api/runs/{runId}, POST /api/ai_ops with
+stream=false, a replay, the trace's diagnosis): its documented shape, field by field, with each
+reader-facing field's contract (docs/TRUST.md). Every view serialises a run through `RunOutput`."""
 
 from __future__ import annotations
 
+from django.urls import reverse
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from diagnosis.models import DiagnosisRun
+from diagnosis.selectors import run_advice, run_evidence_checked, run_suggestions
 from diagnosis.structured_diagnosis import CAUSE_KIND_IDS, CLAIM_ID_PATTERN
 
 
@@ -55,26 +59,77 @@ class AdviceOutput(serializers.Serializer):
     claimId = serializers.RegexField(CLAIM_ID_PATTERN, allow_null=True)
 
 
+class _BlankAsNull:
+    """A stored blank string means "none": null on the wire."""
+
+    def to_representation(self, value):
+        return super().to_representation(value) or None
+
+
+class OptionalCharField(_BlankAsNull, serializers.CharField):
+    pass
+
+
+class OptionalChoiceField(_BlankAsNull, serializers.ChoiceField):
+    pass
+
+
+def run_links(request, run: DiagnosisRun) -> dict[str, str]:
+    """Where a client polls the run, streams its events and reads its trace."""
+    return {
+        "run": request.build_absolute_uri(reverse("run-detail", args=[run.run_id])),
+        "events": request.build_absolute_uri(reverse("run-events", args=[run.run_id])),
+        "trace": request.build_absolute_uri(reverse("diagnosis-trace", args=[run.session.session_id])) + f"?runId={run.run_id}",
+    }
+
+
+# Serialises a `DiagnosisRun` with its session selected; `context["request"]` makes the links absolute.
+# (A comment, not a docstring: drf-spectacular would publish a docstring as the schema's description.)
 class RunOutput(serializers.Serializer):
-    sessionId = serializers.CharField()
-    runId = serializers.CharField()
+    sessionId = serializers.CharField(source="session.session_id")
+    runId = serializers.CharField(source="run_id")
     status = serializers.ChoiceField(DiagnosisRun.Status.choices)
-    agentFlow = serializers.ChoiceField(DiagnosisRun.Flow.choices)
+    agentFlow = serializers.ChoiceField(DiagnosisRun.Flow.choices, source="agent_flow")
     strategy = serializers.ChoiceField(DiagnosisRun.Strategy.choices)
     question = serializers.CharField()
-    answer = serializers.CharField(allow_null=True)
+    answer = OptionalCharField(allow_null=True)
     degraded = serializers.BooleanField()
-    verdict = serializers.ChoiceField(DiagnosisRun.Verdict.choices, allow_null=True)
-    evidenceChecked = serializers.BooleanField(help_text="false for SIMPLE answers, which no Gatekeeper checked")
-    suggestions = serializers.ListField(child=serializers.CharField(),
-                                        help_text="advice in the answer that was not checked against evidence "
-                                                  "(inert Markdown)")
-    advice = AdviceOutput(many=True, help_text="every next step of the answer with its flags")
-    diagnosis = StructuredDiagnosisOutput(allow_null=True, help_text="null until a diagnosis run succeeds")
-    errorCode = serializers.CharField(allow_null=True)
-    errorMessage = serializers.CharField(allow_null=True)
-    durationMs = serializers.IntegerField(allow_null=True)
-    createdAt = serializers.DateTimeField()
-    startedAt = serializers.DateTimeField(allow_null=True)
-    finishedAt = serializers.DateTimeField(allow_null=True)
-    links = serializers.DictField(child=serializers.URLField())
+    verdict = OptionalChoiceField(DiagnosisRun.Verdict.choices, allow_null=True, source="effective_verdict")
+    evidenceChecked = serializers.SerializerMethodField(help_text="false for SIMPLE answers, which no Gatekeeper checked")
+    suggestions = serializers.SerializerMethodField(help_text="advice in the answer that was not checked against "
+                                                              "evidence (inert Markdown)")
+    advice = serializers.SerializerMethodField(help_text="every next step of the answer with its flags")
+    diagnosis = serializers.SerializerMethodField(help_text="null until a diagnosis run succeeds")
+    errorCode = OptionalCharField(allow_null=True, source="error_code")
+    errorMessage = OptionalCharField(allow_null=True, source="error_message")
+    durationMs = serializers.IntegerField(allow_null=True, source="duration_ms")
+    createdAt = serializers.DateTimeField(source="created_at")
+    startedAt = serializers.DateTimeField(allow_null=True, source="started_at")
+    finishedAt = serializers.DateTimeField(allow_null=True, source="finished_at")
+    links = serializers.SerializerMethodField()
+
+    def get_evidenceChecked(self, run: DiagnosisRun) -> bool:
+        return run_evidence_checked(run=run)
+
+    @extend_schema_field(serializers.ListField(child=serializers.CharField()))
+    def get_suggestions(self, run: DiagnosisRun) -> list[str]:
+        return run_suggestions(run=run)
+
+    # The advice and the structured diagnosis are stored in their documented shapes by their owners
+    # (diagnosis.contracts, diagnosis.structured_diagnosis); they are passed through as read.
+    @extend_schema_field(AdviceOutput(many=True))
+    def get_advice(self, run: DiagnosisRun) -> list[dict]:
+        return run_advice(run=run)
+
+    @extend_schema_field(StructuredDiagnosisOutput(allow_null=True))
+    def get_diagnosis(self, run: DiagnosisRun) -> dict | None:
+        return run.diagnosis if isinstance(run.diagnosis, dict) else None
+
+    @extend_schema_field(serializers.DictField(child=serializers.URLField()))
+    def get_links(self, run: DiagnosisRun) -> dict[str, str]:
+        return run_links(self.context["request"], run)
+
+
+def run_output(request, run: DiagnosisRun) -> dict:
+    """The response body of one run, as `RunOutput` documents it."""
+    return RunOutput(run, context={"request": request}).data

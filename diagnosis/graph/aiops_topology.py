@@ -4,7 +4,8 @@
               supervisor -(FINISH | stop)-> reporter -> report check -> END
               reporter / report check -(fallback)-> fallback -> END
 
-Each port is wrapped here, as in the diagnosis topology: the wrapper owns the round count (one per
+Each port is wrapped here, as in the diagnosis topology and with the same machinery (``ports.py``):
+the wrapper owns the round count (one per
 supervisor decision, at most ``max_rounds``), the technical-retry counters of the supervisor and the
 reporter (one retry each), ``degraded``, the next route and one bounded orchestration event
 ``{node, outcome, reason_code, attempt}`` per node run. Ports only return their status and outputs.
@@ -13,17 +14,20 @@ The engine's recursion limit is the worst case of these bounds, so a run can nev
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from types import MappingProxyType
 from typing import Any
 
-from .engine import END, CompiledGraph, GraphError, GraphValidationError, RunConfig, StateGraph, append
+from .engine import END, CompiledGraph, StateGraph, append
 from .aiops_state import PORT_OUTPUT_KEYS, AiOpsKey, AiOpsNode, AiOpsReason, Decision  # noqa: F401  (re-exported)
-from .state import MAX_ORCHESTRATION_EVENTS, MAX_TECHNICAL_RETRIES, EventOutcome, NodeStatus
+from .ports import (
+    Port, PortContractError, append_event, call_port, degrade, event_outcome, executor_route, normalise_status,
+    require_callable, technical_route, unbound_port,
+)
+from .state import MAX_ORCHESTRATION_EVENTS, EventOutcome, NodeStatus
 
 S = NodeStatus
-Port = Callable[[Mapping[str, Any], RunConfig], "Mapping[str, Any] | None"]
 
 DEFAULT_MAX_ROUNDS = 4
 # Every step of the worst case must fit in the stored events: 4 steps a round plus 6 (see aiops_recursion_limit).
@@ -61,8 +65,7 @@ REPORT_CHECK_ROUTES = {Route.CHECKED: END, Route.FALLBACK: N.FALLBACK}
 R = AiOpsReason
 
 
-class AiOpsPortContractError(GraphError):
-    code = "graph_port_contract"
+AiOpsPortContractError = PortContractError  # one contract error for both topologies' ports
 
 
 @dataclass(frozen=True)
@@ -87,22 +90,11 @@ def aiops_recursion_limit(max_rounds: int) -> int:
 # --------------------------------------------------------------------------- routing decisions
 
 
-def _status(value: Any) -> str | None:
-    if value is None:
-        return None
-    return value if isinstance(value, str) and value in S.ALL else EventOutcome.UNKNOWN
+_status = normalise_status
 
 
 def _technical(status: str | None, retry_count: int, give_up: str) -> tuple[str, str]:
-    if status is None:
-        return give_up, R.MISSING_STATUS
-    if status in S.TECHNICAL:
-        if retry_count < MAX_TECHNICAL_RETRIES:
-            return Route.TECHNICAL_RETRY, R.INVALID_OUTPUT if status == S.INVALID_OUTPUT else R.RETRYABLE_FAILED
-        return give_up, R.RETRY_EXHAUSTED
-    if status == S.NON_RETRYABLE_FAILED:
-        return give_up, R.NON_RETRYABLE_FAILED
-    return give_up, R.UNKNOWN_STATUS
+    return technical_route(status, retry_count, retry=Route.TECHNICAL_RETRY, give_up=give_up, reasons=R)
 
 
 def decide_supervisor(status: Any, retry_count: int, decision: Any) -> tuple[str, str]:
@@ -124,17 +116,9 @@ def decide_supervisor(status: Any, retry_count: int, decision: Any) -> tuple[str
     return Route.STOP, R.UNKNOWN_STATUS
 
 
-_EXECUTOR_FAILURES = {S.INVALID_OUTPUT: R.INVALID_OUTPUT, S.TOOL_BLOCKED: R.TOOL_BLOCKED, S.FAILED: R.FAILED}
-
-
 def decide_executor(status: Any) -> tuple[str, str]:
     """Claims reported -> the task gatekeeper; any failure -> the next round (never retried)."""
-    status = _status(status)
-    if status == S.COMPLETED:
-        return Route.EXECUTED, R.EXECUTED
-    if status is None:
-        return Route.NEXT_ROUND, R.MISSING_STATUS
-    return Route.NEXT_ROUND, _EXECUTOR_FAILURES.get(status, R.UNKNOWN_STATUS)
+    return executor_route(status, done=(Route.EXECUTED, R.EXECUTED), give_up=Route.NEXT_ROUND, reasons=R)
 
 
 def decide_reporter(status: Any, retry_count: int) -> tuple[str, str]:
@@ -153,19 +137,9 @@ def decide_report_check(report_status: Any, answer: Any) -> tuple[str, str]:
 # --------------------------------------------------------------------------- node wrappers
 
 
-def _call_port(node: str, port: Port, state: Mapping[str, Any], config: RunConfig) -> dict[str, Any]:
-    result = port(state, config)
-    if result is None:
-        return {}
-    if not isinstance(result, Mapping):
-        raise AiOpsPortContractError(f"Node port {node!r} returned {type(result).__name__}; return a dict or None")
-    allowed = PORT_OUTPUT_KEYS[node]
-    if not result.keys() <= allowed:
-        raise AiOpsPortContractError(
-            f"Node port {node!r} wrote {sorted(set(result) - allowed)}; a port returns only {sorted(allowed)} "
-            f"(rounds, retry counters, routes, events and degraded belong to the topology)"
-        )
-    return dict(result)
+def _call_port(node: str, port: Port, state: Mapping[str, Any], config) -> dict[str, Any]:
+    return call_port(node, port, state, config, allowed=PORT_OUTPUT_KEYS[node],
+                     owned_by_topology="rounds, retry counters, routes, events and degraded")
 
 
 def _record(update: dict, state: Mapping[str, Any], node: str, outcome: Any, route: str | None, reason: str,
@@ -174,13 +148,10 @@ def _record(update: dict, state: Mapping[str, Any], node: str, outcome: Any, rou
     update[K.EVENT_DETAIL] = None
     if route is not None:
         update[K.ROUTE] = route
-    events = state.get(K.ORCHESTRATION_EVENTS)
-    if events is None or len(events) < MAX_ORCHESTRATION_EVENTS:
-        event = {"node": node, "outcome": str(outcome), "reason_code": reason, "attempt": attempt}
-        if isinstance(detail, Mapping):
-            event.update({k: v for k, v in list(detail.items())[:8] if k not in event})
-        update[K.ORCHESTRATION_EVENTS] = [event]
-    return update
+    event = {"node": node, "outcome": str(outcome), "reason_code": reason, "attempt": attempt}
+    if isinstance(detail, Mapping):
+        event.update({k: v for k, v in list(detail.items())[:8] if k not in event})
+    return append_event(update, state, event)
 
 
 def _intake(port: Port):
@@ -224,7 +195,7 @@ def _supervisor(port: Port, max_rounds: int):
             update[K.DECISIONS] = [{"round": this_round, "decision": route, "task_id": None,
                                     **{k: v for k, v in (decision or {}).items() if k in ("rationale", "task_id")}}]
         outcome = route if route in (Route.PLAN, Route.EXECUTE, Route.FINISH) else (
-            Decision.STOP if stopped_by_rule else (_status(status) or EventOutcome.MISSING))
+            Decision.STOP if stopped_by_rule else event_outcome(status))
         return _record(update, state, N.SUPERVISOR, outcome, route, reason, retries + 1)
 
     return supervisor
@@ -236,7 +207,7 @@ def _executor(port: Port):
         status = update.get(K.EXECUTOR_STATUS)
         route, reason = decide_executor(status)
         update[K.EXECUTOR_STATUS] = status
-        return _record(update, state, N.EXECUTOR, _status(status) or EventOutcome.MISSING, route, reason, 1)
+        return _record(update, state, N.EXECUTOR, event_outcome(status), route, reason, 1)
 
     return executor
 
@@ -261,7 +232,7 @@ def _reporter(port: Port):
         update[K.REPORTER_RETRY_COUNT] = retries + 1 if route == Route.TECHNICAL_RETRY else retries
         if route == Route.FALLBACK:
             update[K.FALLBACK_REASON] = update.get(K.REPORTER_FAULT) or f"{N.REPORTER}:{reason}"
-        return _record(update, state, N.REPORTER, _status(status) or EventOutcome.MISSING, route, reason, retries + 1)
+        return _record(update, state, N.REPORTER, event_outcome(status), route, reason, retries + 1)
 
     return reporter
 
@@ -287,11 +258,7 @@ FALLBACK_SAFETY_REPORT = (
 
 def _fallback(port: Port):
     def fallback(state, config):
-        update = _call_port(N.FALLBACK, port, state, config)
-        answer = update.get(K.FINAL_ANSWER)
-        if not isinstance(answer, str) or not answer.strip():
-            update[K.FINAL_ANSWER] = FALLBACK_SAFETY_REPORT
-        update[K.DEGRADED] = True
+        update = degrade(_call_port(N.FALLBACK, port, state, config), safety_answer=FALLBACK_SAFETY_REPORT)
         return _record(update, state, N.FALLBACK, EventOutcome.COMPLETED, None, R.FALLBACK_COMPLETED, 1)
 
     return fallback
@@ -310,9 +277,7 @@ def initial_aiops_state() -> dict[str, Any]:
 
 
 def build_aiops_topology(nodes: AiOpsNodes, *, max_rounds: int = DEFAULT_MAX_ROUNDS) -> StateGraph:
-    for item in fields(AiOpsNodes):
-        if not callable(getattr(nodes, item.name)):
-            raise GraphValidationError([f"Node port {item.name!r} must be callable (state, config) -> dict | None"])
+    require_callable((item.name, getattr(nodes, item.name)) for item in fields(AiOpsNodes))
     graph = StateGraph(state_keys=K.ALL, reducers={K.ORCHESTRATION_EVENTS: append, K.RESULTS: append,
                                                    K.DECISIONS: append})
     graph.add_node(N.INTAKE, _intake(nodes.intake))
@@ -348,14 +313,7 @@ def build_aiops_graph(nodes: AiOpsNodes, *, max_rounds: int = DEFAULT_MAX_ROUNDS
         recursion_limit=aiops_recursion_limit(max_rounds))
 
 
-def _unbound(name: str) -> Port:
-    def port(state, config):
-        raise GraphError(f"Node port {name!r} is unbound: this graph describes the topology, it does not run")
-
-    return port
-
-
 def describe_aiops_topology() -> dict[str, Any]:
     """The compiled alert-analysis graph as plain data (``CompiledGraph.describe()``), for drawing it."""
-    ports = AiOpsNodes(**{item.name: _unbound(item.name) for item in fields(AiOpsNodes)})
+    ports = AiOpsNodes(**{item.name: unbound_port(item.name) for item in fields(AiOpsNodes)})
     return {**build_aiops_graph(ports).describe(), "title": "Alert-analysis topology"}

@@ -1,7 +1,7 @@
-# size: the port wrappers own every counter and route of SPEC §3; kept in one place so the routing reads as one table.
 """The diagnosis topology: eight injectable node ports wired by the routing table of SPEC §3.
 
-Each port is wrapped here, so real ports only return their status and outputs; the wrapper owns
+Each port is wrapped here (with the shared machinery of ``ports.py``), so real ports only return
+their status and outputs; the wrapper owns
 the retry counters, ``planner_mode``, the verdict ceiling, ``degraded`` and one bounded
 orchestration event ``{node, outcome, reason_code, attempt}`` per node run. Reason codes are
 listed and explained on ``state.ReasonCode``. Anything unknown or missing fails closed to fallback.
@@ -14,13 +14,16 @@ from dataclasses import dataclass, fields
 from types import MappingProxyType
 from typing import Any
 
-from .engine import END, CompiledGraph, GraphError, GraphValidationError, RunConfig, StateGraph, append
+from .engine import END, CompiledGraph, GraphValidationError, StateGraph, append
+from .ports import (  # noqa: F401  (Port and PortContractError re-exported: the diagnosis ports' contract)
+    Port, PortContractError, append_event, call_port, degrade, event_outcome, executor_route, normalise_status,
+    require_callable, technical_route, unbound_port,
+)
 from .state import (
     DiagnosisState,
     DIAGNOSIS_RECURSION_LIMIT,
     MAX_EVIDENCE_RETRIES,
     MAX_ORCHESTRATION_EVENTS,
-    MAX_TECHNICAL_RETRIES,
     PORT_OUTPUT_KEYS,
     RETRY_COUNT_KEYS,
     EventOutcome,
@@ -46,9 +49,6 @@ FALLBACK_SAFETY_ANSWER = (
     "The diagnosis could not be completed safely, so no verified root cause is reported. "
     "Check the run trace for what was gathered and retry, or follow the service runbook."
 )
-
-Port = Callable[[Mapping[str, Any], RunConfig], "Mapping[str, Any] | None"]
-
 
 class Route:
     """Route keys returned by the routers; they label the conditional edges in the rendering.
@@ -82,12 +82,6 @@ VERIFIER_ROUTES = {
 COMPOSER_ROUTES = {Route.COMPLETED: END, Route.TECHNICAL_RETRY: N.COMPOSER, Route.FALLBACK: N.FALLBACK}
 
 
-class PortContractError(GraphError):
-    """A node port returned something other than a dict of the keys it owns (or None)."""
-
-    code = "graph_port_contract"
-
-
 @dataclass(frozen=True)
 class DiagnosisNodes:
     """The eight node ports; each is ``(state, config) -> dict | None``, synchronous."""
@@ -117,50 +111,21 @@ class DiagnosisNodes:
 # event a wrapper records always names the route the engine then takes.
 
 
-def _normalise_status(status: Any) -> str | None:
-    if status is None:
-        return None
-    if isinstance(status, str) and status in S.ALL:
-        return status
-    return EventOutcome.UNKNOWN
-
-
 def _technical(status: str | None, retry_count: int) -> tuple[str, str]:
-    if status is None:
-        return Route.FALLBACK, R.MISSING_STATUS
-    if status in S.TECHNICAL:
-        if retry_count < MAX_TECHNICAL_RETRIES:
-            reason = R.INVALID_OUTPUT if status == S.INVALID_OUTPUT else R.RETRYABLE_FAILED
-            return Route.TECHNICAL_RETRY, reason
-        return Route.FALLBACK, R.RETRY_EXHAUSTED
-    if status == S.NON_RETRYABLE_FAILED:
-        return Route.FALLBACK, R.NON_RETRYABLE_FAILED
-    return Route.FALLBACK, R.UNKNOWN_STATUS
+    return technical_route(status, retry_count, retry=Route.TECHNICAL_RETRY, give_up=Route.FALLBACK, reasons=R)
 
 
 def decide_planner(status: Any, retry_count: int) -> tuple[str, str]:
     """COMPLETED -> executor; one technical retry; otherwise fallback."""
-    status = _normalise_status(status)
+    status = normalise_status(status)
     if status == S.COMPLETED:
         return Route.COMPLETED, R.COMPLETED
     return _technical(status, retry_count)
 
 
-_EXECUTOR_FAILURES = {
-    S.INVALID_OUTPUT: R.INVALID_OUTPUT,
-    S.TOOL_BLOCKED: R.TOOL_BLOCKED,
-    S.FAILED: R.FAILED,
-}
-
-
 def decide_executor(status: Any) -> tuple[str, str]:
     """COMPLETED -> gatekeeper; everything else -> fallback, never retried."""
-    status = _normalise_status(status)
-    if status == S.COMPLETED:
-        return Route.COMPLETED, R.COMPLETED
-    if status is None:
-        return Route.FALLBACK, R.MISSING_STATUS
-    return Route.FALLBACK, _EXECUTOR_FAILURES.get(status, R.UNKNOWN_STATUS)
+    return executor_route(status, done=(Route.COMPLETED, R.COMPLETED), give_up=Route.FALLBACK, reasons=R)
 
 
 def verified_binding_count(result: Any) -> int:
@@ -210,7 +175,7 @@ def decide_verifier(
     evidence_retry_count: int,
 ) -> tuple[str, str]:
     """Effective verdict -> composer, or evidence_retry when LOW_CONFID meets every guard."""
-    status = _normalise_status(status)
+    status = normalise_status(status)
     if status != S.COMPLETED:
         return _technical(status, retry_count)
     model = verifier_output.get("verdict") if isinstance(verifier_output, Mapping) else None
@@ -232,7 +197,7 @@ def decide_verifier(
 
 def decide_composer(status: Any, retry_count: int) -> tuple[str, str]:
     """COMPLETED -> END; one technical retry; otherwise fallback."""
-    status = _normalise_status(status)
+    status = normalise_status(status)
     if status == S.COMPLETED:
         return Route.COMPLETED, R.COMPLETED
     return _technical(status, retry_count)
@@ -299,23 +264,9 @@ def initial_diagnosis_state(query: str, *, original_query: str | None = None) ->
 # --------------------------------------------------------------------------- node wrappers
 
 
-def _call_port(node: str, port: Port, state: Mapping[str, Any], config: RunConfig) -> dict[str, Any]:
-    result = port(state, config)
-    if result is None:
-        return {}
-    if type(result) is not dict and not isinstance(result, Mapping):
-        raise PortContractError(
-            f"Node port {node!r} returned {type(result).__name__}; return a dict of "
-            f"{sorted(PORT_OUTPUT_KEYS[node])} or None"
-        )
-    allowed = PORT_OUTPUT_KEYS[node]
-    if not result.keys() <= allowed:
-        extra = sorted(set(result) - allowed)
-        raise PortContractError(
-            f"Node port {node!r} wrote {extra}; a port returns only {sorted(allowed)} "
-            f"(counters, events, planner_mode, ceiling and degraded belong to the topology)"
-        )
-    return dict(result)
+def _call_port(node: str, port: Port, state: Mapping[str, Any], config) -> dict[str, Any]:
+    return call_port(node, port, state, config, allowed=PORT_OUTPUT_KEYS[node],
+                     owned_by_topology="counters, events, planner_mode, ceiling and degraded")
 
 
 def _enter(state: Mapping[str, Any], node: str) -> tuple[Mapping[str, Any], int]:
@@ -330,30 +281,27 @@ def _enter(state: Mapping[str, Any], node: str) -> tuple[Mapping[str, Any], int]
 
 
 def _record(update: dict, state: Mapping[str, Any], node: str, outcome: Any, reason: str, attempt: int) -> dict:
-    events = state.get(K.ORCHESTRATION_EVENTS)
-    if events is None or len(events) < MAX_ORCHESTRATION_EVENTS:
-        update[K.ORCHESTRATION_EVENTS] = [
-            {"node": node, "outcome": outcome, "reason_code": reason, "attempt": attempt}
-        ]
-    return update
+    return append_event(update, state, {"node": node, "outcome": outcome, "reason_code": reason, "attempt": attempt})
 
 
-def _outcome(status: Any) -> str:
-    status = _normalise_status(status)
-    return EventOutcome.MISSING if status is None else status
+def _retried_once(node: str, status_key: str, count_key: str, decide: Callable[[Any, int], tuple[str, str]]):
+    """The wrapper of a node that a technical failure runs once more (the planner, the composer)."""
+    def wrap(port: Port):
+        def run(state, config):
+            state, count = _enter(state, node)
+            update = _call_port(node, port, state, config)
+            status = update.get(status_key)
+            update[status_key] = status
+            update[count_key] = count
+            return _record(update, state, node, event_outcome(status), decide(status, count)[1], count + 1)
+
+        run.__name__ = node
+        return run
+
+    return wrap
 
 
-def _planner(port: Port):
-    def planner(state, config):
-        state, count = _enter(state, N.PLANNER)
-        update = _call_port(N.PLANNER, port, state, config)
-        status = update.get(K.PLANNER_STATUS)
-        reason = decide_planner(status, count)[1]
-        update[K.PLANNER_STATUS] = status
-        update[K.PLANNER_RETRY_COUNT] = count
-        return _record(update, state, N.PLANNER, _outcome(status), reason, count + 1)
-
-    return planner
+_planner = _retried_once(N.PLANNER, K.PLANNER_STATUS, K.PLANNER_RETRY_COUNT, decide_planner)
 
 
 def _executor(port: Port):
@@ -361,7 +309,7 @@ def _executor(port: Port):
         update = _call_port(N.EXECUTOR, port, state, config)
         status = update.get(K.EXECUTOR_STATUS)
         update[K.EXECUTOR_STATUS] = status
-        return _record(update, state, N.EXECUTOR, _outcome(status), decide_executor(status)[1], 1)
+        return _record(update, state, N.EXECUTOR, event_outcome(status), decide_executor(status)[1], 1)
 
     return executor
 
@@ -396,13 +344,13 @@ def _verifier(port: Port):
         output = update.get(K.VERIFIER_OUTPUT)
         ceiling = state.get(K.VERDICT_CEILING)
         reason = decide_verifier(status, count, output, ceiling, state.get(K.EVIDENCE_RETRY_COUNT) or 0)[1]
-        completed = _normalise_status(status) == S.COMPLETED
+        completed = normalise_status(status) == S.COMPLETED
         model = output.get("verdict") if completed and isinstance(output, Mapping) else None
         update[K.VERIFIER_STATUS] = status
         update[K.VERIFIER_OUTPUT] = output
         update[K.VERIFIER_RETRY_COUNT] = count
         update[K.EFFECTIVE_VERDICT] = effective_verdict(model, ceiling)
-        return _record(update, state, N.VERIFIER, _outcome(status), reason, count + 1)
+        return _record(update, state, N.VERIFIER, event_outcome(status), reason, count + 1)
 
     return verifier
 
@@ -423,29 +371,22 @@ def _evidence_retry(port: Port):
     return evidence_retry
 
 
-def _composer(port: Port):
-    def composer(state, config):
-        state, count = _enter(state, N.COMPOSER)
-        update = _call_port(N.COMPOSER, port, state, config)
-        status = update.get(K.COMPOSER_STATUS)
-        reason = decide_composer(status, count)[1]
-        update[K.COMPOSER_STATUS] = status
-        update[K.COMPOSER_RETRY_COUNT] = count
-        return _record(update, state, N.COMPOSER, _outcome(status), reason, count + 1)
-
-    return composer
+_composer = _retried_once(N.COMPOSER, K.COMPOSER_STATUS, K.COMPOSER_RETRY_COUNT, decide_composer)
 
 
 def _fallback(port: Port):
     def fallback(state, config):
-        update = _call_port(N.FALLBACK, port, state, config)
-        answer = update.get(K.FINAL_ANSWER)
-        if not isinstance(answer, str) or not answer.strip():
-            update[K.FINAL_ANSWER] = FALLBACK_SAFETY_ANSWER
-        update[K.DEGRADED] = True
+        update = degrade(_call_port(N.FALLBACK, port, state, config), safety_answer=FALLBACK_SAFETY_ANSWER)
         return _record(update, state, N.FALLBACK, EventOutcome.COMPLETED, R.FALLBACK_COMPLETED, 1)
 
     return fallback
+
+
+# Each node's wrapper, in the order the graph declares them.
+_WRAPPERS = {
+    N.PLANNER: _planner, N.EXECUTOR: _executor, N.GATEKEEPER: _gatekeeper, N.VERIFIED_INPUT: _verified_input,
+    N.VERIFIER: _verifier, N.EVIDENCE_RETRY: _evidence_retry, N.COMPOSER: _composer, N.FALLBACK: _fallback,
+}
 
 
 # --------------------------------------------------------------------------- the graph
@@ -455,19 +396,11 @@ def build_diagnosis_topology(nodes: DiagnosisNodes | Mapping[str, Port]) -> Stat
     """The uncompiled diagnosis graph (the benchmark rebuilds it on another engine)."""
     if not isinstance(nodes, DiagnosisNodes):
         nodes = DiagnosisNodes.from_mapping(nodes)
-    for item in fields(DiagnosisNodes):
-        if not callable(getattr(nodes, item.name)):
-            raise GraphValidationError([f"Node port {item.name!r} must be callable (state, config) -> dict | None"])
+    require_callable((item.name, getattr(nodes, item.name)) for item in fields(DiagnosisNodes))
 
     graph = StateGraph(state_keys=K.ALL, reducers={K.ORCHESTRATION_EVENTS: append})
-    graph.add_node(N.PLANNER, _planner(nodes.planner))
-    graph.add_node(N.EXECUTOR, _executor(nodes.executor))
-    graph.add_node(N.GATEKEEPER, _gatekeeper(nodes.gatekeeper))
-    graph.add_node(N.VERIFIED_INPUT, _verified_input(nodes.verified_input))
-    graph.add_node(N.VERIFIER, _verifier(nodes.verifier))
-    graph.add_node(N.EVIDENCE_RETRY, _evidence_retry(nodes.evidence_retry))
-    graph.add_node(N.COMPOSER, _composer(nodes.composer))
-    graph.add_node(N.FALLBACK, _fallback(nodes.fallback))
+    for name, wrap in _WRAPPERS.items():
+        graph.add_node(name, wrap(getattr(nodes, name)))
 
     graph.set_entry(N.PLANNER)
     graph.add_conditional_edges(N.PLANNER, route_planner, PLANNER_ROUTES)
@@ -486,14 +419,7 @@ def build_diagnosis_graph(nodes: DiagnosisNodes | Mapping[str, Port]) -> Compile
     return build_diagnosis_topology(nodes).compile(recursion_limit=DIAGNOSIS_RECURSION_LIMIT)
 
 
-def _unbound(name: str) -> Port:
-    def port(state, config):
-        raise GraphError(f"Node port {name!r} is unbound: this graph describes the topology, it does not run")
-
-    return port
-
-
 def describe_diagnosis_topology() -> dict[str, Any]:
     """The compiled diagnosis graph as plain data (``CompiledGraph.describe()``), for drawing it."""
-    described = build_diagnosis_graph({name: _unbound(name) for name in N.ALL}).describe()
+    described = build_diagnosis_graph({name: unbound_port(name) for name in N.ALL}).describe()
     return {**described, "title": "Diagnosis topology"}

@@ -182,7 +182,9 @@ def test_a_session_of_another_client_is_404_and_nothing_is_created(alice_api, bo
 @pytest.mark.production_server
 def test_another_client_cannot_stream_the_run(alice_api, bob_api, demo_knowledge):
     run, _events = analyse(alice_api, {"alerts": PAYMENT[:1]})
-    assert bob_api.get(f"/api/runs/{run.run_id}/events").status_code == 404
+    response = bob_api.get(f"/api/runs/{run.run_id}/events")
+    assert response.status_code == 404 and response["Content-Type"].startswith("application/json")
+    assert response.json()["error"]["code"] == "not_found" and run.run_id not in response.content.decode()
 
 
 def test_unauthenticated_requests_get_401():

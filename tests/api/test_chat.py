@@ -86,8 +86,9 @@ def test_unauthenticated_requests_get_401(client):
     from rest_framework.test import APIClient
 
     api = APIClient()
-    assert api.post("/api/chat", {"question": "hi"}, format="json").status_code == 401
-    assert api.get(f"/api/runs/run-{'0' * 32}").status_code == 401
+    for response in (api.post("/api/chat", {"question": "hi"}, format="json"), api.get(f"/api/runs/run-{'0' * 32}")):
+        assert response.status_code == 401 and response.json()["error"]["code"] == "not_authenticated"
+    assert not DiagnosisRun.objects.exists() and not ChatSession.objects.exists()
 
 
 @pytest.mark.production_server
@@ -152,7 +153,9 @@ def test_step_and_tool_events_are_told_by_their_rows_and_each_sse_id_is_a_place_
 @pytest.mark.production_server
 def test_another_client_cannot_stream_a_run(alice_api, bob_api, demo_knowledge):
     run_id = alice_api.post("/api/chat", {"question": "hello"}, format="json").json()["runId"]
-    assert bob_api.get(f"/api/runs/{run_id}/events").status_code == 404
+    response = bob_api.get(f"/api/runs/{run_id}/events")
+    assert response.status_code == 404 and response["Content-Type"].startswith("application/json")
+    assert response.json()["error"]["code"] == "not_found" and run_id not in response.content.decode()
 
 
 @pytest.mark.production_server

@@ -1,9 +1,10 @@
 """The layering, enforced on the import graph (docs/ARCHITECTURE.md, "Layers").
 
-Read statically from the source (no module is imported), so the test costs no database and catches an
-import whether or not its code path runs:
-- no cycle among the modules' top-level imports, and no import hidden in a function body in the
-  services (the HackSoft direction: services import `tasks` at the top, a task imports its service inside);
+Read statically from the source (no module is imported; imports under `if TYPE_CHECKING:` are
+ignored), so the test costs no database and catches an import whether or not its code path runs:
+- no cycle among the modules' imports, top-level or inside function bodies, but for the task layer's
+  imports of its services (the HackSoft direction: services import `tasks` at the top, a task imports
+  its service inside), and no import hidden in a function body in the services;
 - the graph engine, the Gatekeeper, the contracts and the model clients import no framework (Django,
   DRF, Celery), not even through another module of the project;
 - the write side (services, agents, tasks, evaluation) never imports the read side (`traces`);
@@ -25,8 +26,9 @@ PACKAGES = ("diagnosis", "traces", "config")
 FRAMEWORKS = ("django", "rest_framework", "celery", "kombu", "drf_spectacular")
 MAX_LINES = 450
 SIZE_REASON = "# size:"
-# Modules whose length is not judged here: generated migrations, the offline analyser and the demo data.
-SIZE_EXEMPT_PREFIXES = ("diagnosis/migrations/", "traces/migrations/", "diagnosis/llm/offline/", "diagnosis/demo/")
+# Modules whose length is not judged here: generated migrations, and the offline analyser while issue 26
+# rewrites it (its new modules are judged once that lands; remove the prefix then).
+SIZE_EXEMPT_PREFIXES = ("diagnosis/migrations/", "traces/migrations/", "diagnosis/llm/offline/")
 # Being split along their seams by the alert-analysis-on-the-engine and route-drawing work; to be removed then.
 SIZE_PENDING: set[str] = set()
 # Lazily imported on purpose: a tool backend is loaded only when settings configure it.
@@ -104,19 +106,41 @@ def _in(module: str, *prefixes: str) -> bool:
     return any(module == p or module.startswith(p + ".") for p in prefixes)
 
 
-def test_the_module_level_import_graph_has_no_cycle():
-    graph = {m: {t for t in map(_project, _imports(m)[0]) if t and t != m} for m in _modules()}
+# The task layer imports its services inside the task body (HackSoft's direction: the service imports
+# `tasks` at the top to enqueue, the task imports the service when it runs). Those late edges are the
+# one sanctioned way back; every other late import counts as an edge, so none can hide a cycle.
+LATE_EDGES_ALLOWED_FROM = ("diagnosis.tasks",)
+# Issue 26 rewrites the offline analyser; its late import between `anomalies` and `observations` (a
+# cycle on private names) goes with that rewrite. Excluded here until then, not forgiven.
+CYCLE_EXEMPT = ("diagnosis.llm.offline",)
+
+
+def _import_graph(*, late: bool) -> dict[str, set[str]]:
+    graph = {}
+    for module in _modules():
+        if _in(module, *CYCLE_EXEMPT):
+            continue
+        top, inside = _imports(module)
+        targets = set(top)
+        if late and not _in(module, *LATE_EDGES_ALLOWED_FROM):
+            targets |= inside
+        graph[module] = {t for t in map(_project, targets) if t and t != module and not _in(t, *CYCLE_EXEMPT)}
+    return graph
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan's algorithm)."""
     index: dict[str, int] = {}
     low: dict[str, int] = {}
     stack: list[str] = []
     on_stack: set[str] = set()
     cycles = []
 
-    def strongconnect(v: str) -> None:  # Tarjan, iterative enough for this graph's depth
+    def strongconnect(v: str) -> None:  # recursive: the import graph is a few modules deep
         index[v] = low[v] = len(index)
         stack.append(v)
         on_stack.add(v)
-        for w in graph[v]:
+        for w in sorted(graph[v]):
             if w not in index:
                 strongconnect(w)
                 low[v] = min(low[v], low[w])
@@ -136,7 +160,26 @@ def test_the_module_level_import_graph_has_no_cycle():
     for module in sorted(graph):
         if module not in index:
             strongconnect(module)
-    assert not cycles, f"import cycles: {cycles}"
+    return cycles
+
+
+def test_the_module_level_import_graph_has_no_cycle():
+    cycles = _cycles(_import_graph(late=False))
+    assert not cycles, f"import cycles among top-level imports: {cycles}"
+
+
+def test_no_late_import_hides_a_cycle():
+    cycles = _cycles(_import_graph(late=True))
+    assert not cycles, f"import cycles through imports inside function bodies: {cycles}"
+
+
+def test_the_cycle_check_finds_a_cycle_and_the_sanctioned_task_edges():
+    """A guard against a check that cannot fail."""
+    assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    tasks_late = {_project(t) for t in _imports("diagnosis.tasks")[1]}
+    assert "diagnosis.services.execution" in tasks_late  # the edge back that LATE_EDGES_ALLOWED_FROM permits
+    assert "diagnosis.tasks" in _import_graph(late=True)["diagnosis.services.submission"]
+    assert not any(_in(m, *CYCLE_EXEMPT) for m in _import_graph(late=True))
 
 
 def test_services_and_the_task_layer_import_what_they_use_at_the_top():
@@ -204,9 +247,21 @@ def test_no_module_is_longer_than_450_lines_without_a_reason_at_its_top():
         if rel.startswith(SIZE_EXEMPT_PREFIXES) or rel in SIZE_PENDING:
             continue
         lines = path.read_text(encoding="utf-8").splitlines()
-        if len(lines) > MAX_LINES and not any(line.startswith(SIZE_REASON) for line in lines[:25]):
+        if _too_long_without_reason(lines):
             too_long.append(f"{rel} ({len(lines)} lines)")
     assert not too_long, f"split these, or say why at the top with a '{SIZE_REASON}' line: {too_long}"
+
+
+def _too_long_without_reason(lines: list[str]) -> bool:
+    return len(lines) > MAX_LINES and not any(line.startswith(SIZE_REASON) for line in lines[:25])
+
+
+def test_the_size_check_flags_a_long_module_unless_its_top_says_why():
+    body = ["x = 1"] * MAX_LINES
+    assert _too_long_without_reason(['"""doc."""', *body])
+    assert not _too_long_without_reason([f"{SIZE_REASON} one table, read as one.", '"""doc."""', *body])
+    assert not _too_long_without_reason(body)
+    assert _too_long_without_reason([*body[:30], f"{SIZE_REASON} too late to count", *body])
 
 
 def test_the_contract_tests_see_the_imports_they_judge():

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from io import StringIO
+
 import pytest
 from django.core.management import call_command
 from django.db import connection
@@ -9,7 +11,9 @@ from django.db.migrations.executor import MigrationExecutor
 
 
 def test_makemigrations_check_is_clean(db):
-    call_command("makemigrations", "--check", "--dry-run", verbosity=0)
+    out = StringIO()
+    call_command("makemigrations", "--check", "--dry-run", stdout=out)  # exits 1 when a migration is missing
+    assert out.getvalue().strip() == "No changes detected"
 
 
 @pytest.mark.django_db

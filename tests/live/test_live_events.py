@@ -214,7 +214,7 @@ def test_a_cancelled_stream_ends_even_when_a_call_on_the_way_swallowed_the_cance
 def test_a_closed_response_gives_back_its_slot_and_gauge_once_whether_or_not_the_stream_ran(alice, settings):
     """Django closes only its own wrappers when a client disconnects during a write, and calls the
     response's closers; the stream's slot and the open-streams gauge must come back exactly once."""
-    from diagnosis.api.chat import live_stream
+    from diagnosis.api.sse import live_stream
     from diagnosis.observability.metrics import SSE_OPEN
 
     settings.SSE_MAX_STREAMS_PER_USER = 1

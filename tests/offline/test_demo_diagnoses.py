@@ -54,6 +54,23 @@ def test_the_answer_names_the_root_cause_service_and_its_cause(name, language):
 
 
 @pytest.mark.parametrize(("name", "language"), CASES, ids=CASE_IDS)
+def test_the_structured_diagnosis_scores_a_strict_hit_without_false_confidence(name, language):
+    """The evaluation's strict scorer, on the run's structured diagnosis (never the prose): the root-cause
+    service is the one named and a cause keyword is in its unquoted summary; healthy means nothingWrong."""
+    from diagnosis.agents.results import served_verdict, structured_diagnosis_of
+    from diagnosis.evaluation.scenarios import score_run
+    from diagnosis.models import DiagnosisRun
+
+    outcome = diagnosis_of(name, language)
+    diagnosis = structured_diagnosis_of(outcome.state)
+    run = DiagnosisRun(answer=outcome.answer, effective_verdict=served_verdict(outcome.state) or "",
+                       self_evaluation={}, diagnosis=diagnosis)
+    score = score_run(run, ground_truth(name))
+    assert score["root_cause_hit"] and not score["false_confidence"], diagnosis
+    assert not score["undetermined"], diagnosis
+
+
+@pytest.mark.parametrize(("name", "language"), CASES, ids=CASE_IDS)
 def test_every_cited_invocation_was_recorded_in_this_run_and_verified(name, language):
     run = diagnosis_of(name, language)
     cited = set(INVOCATION_REF_RE.findall(run.answer))

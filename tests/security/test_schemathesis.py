@@ -21,7 +21,7 @@ from schemathesis.checks import ignored_auth, not_a_server_error
 from schemathesis.openapi.checks import IgnoredAuth
 from schemathesis.specs.openapi.checks import negative_data_rejection, response_schema_conformance
 
-from diagnosis.api.chat import ChatThrottle
+from diagnosis.api.throttling import ChatThrottle
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("eager_tasks"), pytest.mark.timeout(240)]
 

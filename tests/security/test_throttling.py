@@ -9,7 +9,7 @@ from unittest import mock
 
 import pytest
 
-from diagnosis.api.chat import ChatThrottle
+from diagnosis.api.throttling import ChatThrottle
 from diagnosis.models import DiagnosisRun
 from tests.api.conftest import token_client
 
@@ -48,8 +48,11 @@ def test_the_throttle_is_per_user(alice, bob, tiny_throttle):
     alice_client, bob_client = token_client(alice), token_client(bob)
     for _ in range(tiny_throttle):
         alice_client.post("/api/chat", HELLO, format="json")
-    assert alice_client.post("/api/chat", HELLO, format="json").status_code == 429
-    assert bob_client.post("/api/chat", HELLO, format="json").status_code == 200
+    assert_429_with_retry_after(alice_client.post("/api/chat", HELLO, format="json"), "throttled", at_most=60)
+    accepted = bob_client.post("/api/chat", HELLO, format="json")
+    assert accepted.status_code == 200
+    assert DiagnosisRun.objects.get(run_id=accepted.json()["runId"]).session.owner == bob
+    assert DiagnosisRun.objects.filter(session__owner=alice).count() == tiny_throttle
 
 
 def test_alert_analysis_shares_the_chat_budget(alice, tiny_throttle):
@@ -71,7 +74,9 @@ def test_a_session_login_does_not_reset_a_token_users_budget(alice, tiny_throttl
     browser.force_login(alice)
     csrf = _get_new_csrf_string()
     browser.cookies["csrftoken"] = csrf
-    assert browser.post("/api/chat", HELLO, format="json", HTTP_X_CSRFTOKEN=csrf).status_code == 429
+    refused = browser.post("/api/chat", HELLO, format="json", HTTP_X_CSRFTOKEN=csrf)
+    assert_429_with_retry_after(refused, "throttled", at_most=60)
+    assert DiagnosisRun.objects.filter(session__owner=alice).count() == tiny_throttle
 
 
 def test_reads_are_not_throttled_by_the_chat_budget(alice, tiny_throttle):
@@ -79,7 +84,8 @@ def test_reads_are_not_throttled_by_the_chat_budget(alice, tiny_throttle):
     run_ids = [client.post("/api/chat", HELLO, format="json").json()["runId"] for _ in range(tiny_throttle)]
     for _ in range(3):
         for run_id in run_ids:
-            assert client.get(f"/api/runs/{run_id}").status_code == 200
+            response = client.get(f"/api/runs/{run_id}")
+            assert response.status_code == 200 and response.json()["runId"] == run_id
 
 
 # --------------------------------------------------------------------------- the concurrent-run cap
@@ -109,10 +115,13 @@ def test_the_cap_is_per_user_and_frees_up_when_a_run_finishes(alice, bob, settin
     settings.CHAT_MAX_ACTIVE_RUNS = 2
     running = active_runs(alice, 2)
     alice_client = token_client(alice)
-    assert alice_client.post("/api/chat", HELLO, format="json").status_code == 429
+    assert_429_with_retry_after(alice_client.post("/api/chat", HELLO, format="json"), "too_many_active_runs", at_most=60)
     assert token_client(bob).post("/api/chat", HELLO, format="json").status_code == 200
+    assert DiagnosisRun.objects.filter(session__owner=bob).count() == 1
     DiagnosisRun.objects.filter(pk=running[0].pk).update(status=DiagnosisRun.Status.FAILED)
-    assert alice_client.post("/api/chat", HELLO, format="json").status_code == 200
+    accepted = alice_client.post("/api/chat", HELLO, format="json")
+    assert accepted.status_code == 200
+    assert DiagnosisRun.objects.get(run_id=accepted.json()["runId"]).session.owner == alice
 
 
 def test_finished_runs_do_not_count_toward_the_cap(alice, settings):
@@ -121,7 +130,10 @@ def test_finished_runs_do_not_count_toward_the_cap(alice, settings):
     settings.CHAT_MAX_ACTIVE_RUNS = 1
     for status in (DiagnosisRun.Status.SUCCESS, DiagnosisRun.Status.FAILED) * 3:
         make_run(owner=alice, status=status)
-    assert token_client(alice).post("/api/chat", HELLO, format="json").status_code == 200
+    accepted = token_client(alice).post("/api/chat", HELLO, format="json")
+    assert accepted.status_code == 200
+    assert DiagnosisRun.objects.filter(session__owner=alice).count() == 7
+    assert DiagnosisRun.objects.get(run_id=accepted.json()["runId"]).session.owner == alice
 
 
 @pytest.mark.services

@@ -58,6 +58,9 @@ def test_only_a_success_run_with_a_verified_claim_can_be_rated_useful(api, alice
     run = make_run(owner=alice, status=status, **fields)
     response = give(api, alice, run, "useful")
     assert response.status_code == 400
+    assert response.json()["error"] | {"message": ""} == {"code": "not_rateable_useful", "field": "feedback", "message": ""}
+    run.refresh_from_db()
+    assert run.feedback is None and not CaseLibraryEntry.objects.filter(run=run).exists()
     error = response.json()["error"]
     assert error["code"] == "not_rateable_useful" and error["field"] == "feedback"
     assert "Only a SUCCESS run with at least one verified claim" in error["message"]
@@ -146,17 +149,28 @@ def test_it_returns_404_for_another_clients_run(api, bob, alice_run):
 
 def test_it_returns_404_when_the_run_is_not_in_that_session(api, alice, alice_run):
     other = ChatSessionFactory(owner=alice)
-    assert give(api, alice, alice_run, session_id=other.session_id).status_code == 404
+    response = give(api, alice, alice_run, session_id=other.session_id)
+    assert response.status_code == 404
+    assert response.json()["error"]["code"] == "not_found"
+    alice_run.refresh_from_db()
+    assert alice_run.feedback is None and not CaseLibraryEntry.objects.filter(run=alice_run).exists()
 
 
 def test_support_staff_may_rate_anyones_run(api, support_staff, alice_run):
     response = give(api, support_staff, alice_run, "useful")
     assert response.status_code == 200 and response.json()["feedbackBy"] == "charlie"
+    alice_run.refresh_from_db()
+    assert (alice_run.feedback, alice_run.feedback_by) == ("useful", support_staff)
+    assert CaseLibraryEntry.objects.get(run=alice_run).created_by == support_staff
 
 
 def test_a_superuser_may_rate_anyones_run(api, alice_run):
     root = UserFactory(username="root", is_superuser=True)
-    assert give(api, root, alice_run).status_code == 200
+    response = give(api, root, alice_run, "not_useful")
+    assert response.status_code == 200
+    assert (response.json()["feedback"], response.json()["feedbackBy"]) == ("not_useful", "root")
+    alice_run.refresh_from_db()
+    assert (alice_run.feedback, alice_run.feedback_by) == ("not_useful", root)
 
 
 def test_an_auditor_gets_403_on_another_clients_run(api, auditor, alice_run):
@@ -168,7 +182,12 @@ def test_an_auditor_gets_403_on_another_clients_run(api, auditor, alice_run):
 
 
 def test_an_auditor_may_still_rate_their_own_run(api, auditor):
-    assert give(api, auditor, make_run(owner=auditor)).status_code == 200
+    run = make_run(owner=auditor)
+    response = give(api, auditor, run)
+    assert response.status_code == 200
+    assert (response.json()["runId"], response.json()["feedbackBy"]) == (run.run_id, "dana")
+    run.refresh_from_db()
+    assert (run.feedback, run.feedback_by) == ("useful", auditor)
 
 
 def test_it_rejects_a_comment_longer_than_2000_characters_naming_comment(api, alice, alice_run):
@@ -196,6 +215,8 @@ def test_it_rejects_invalid_input_naming_the_field(api, alice, alice_run, payloa
     assert response.status_code == 400
     assert response.json()["error"]["code"] == "invalid_input"
     assert response.json()["error"]["field"] == field
+    alice_run.refresh_from_db()
+    assert alice_run.feedback is None
 
 
 def test_it_rejects_a_request_without_feedback(api, alice, alice_run):
@@ -203,11 +224,16 @@ def test_it_rejects_a_request_without_feedback(api, alice, alice_run):
     response = api.post(reverse("feedback"), {"sessionId": alice_run.session.session_id, "runId": alice_run.run_id},
                         format="json")
     assert response.status_code == 400 and response.json()["error"]["field"] == "feedback"
+    alice_run.refresh_from_db()
+    assert alice_run.feedback is None
 
 
 def test_it_returns_401_without_credentials(api, alice_run):
     body = {"sessionId": alice_run.session.session_id, "runId": alice_run.run_id, "feedback": "useful"}
-    assert api.post(reverse("feedback"), body, format="json").status_code == 401
+    response = api.post(reverse("feedback"), body, format="json")
+    assert response.status_code == 401 and response.json()["error"]["code"] == "not_authenticated"
+    alice_run.refresh_from_db()
+    assert alice_run.feedback is None and not CaseLibraryEntry.objects.filter(run=alice_run).exists()
 
 
 def test_a_session_authenticated_post_without_a_csrf_token_gets_403(alice, alice_run):

@@ -100,8 +100,11 @@ def test_it_rejects_a_page_size_outside_one_to_one_hundred_naming_page_size(api,
 
 
 def test_it_accepts_the_page_size_cap_itself(api, alice, alice_session):
+    make_runs(alice_session, 3)
     api.force_authenticate(alice)
-    assert api.get(runs_url(alice_session.session_id), {"pageSize": 100}).status_code == 200
+    response = api.get(runs_url(alice_session.session_id), {"pageSize": 100})
+    assert response.status_code == 200
+    assert (response.json()["pageSize"], len(response.json()["results"]), response.json()["next"]) == (100, 3, None)
 
 
 def test_it_rejects_a_forged_cursor_naming_cursor(api, alice, alice_session):
@@ -126,7 +129,9 @@ def test_it_returns_404_for_another_clients_session(api, bob, alice_session):
 
 def test_it_returns_404_for_a_session_that_does_not_exist(api, alice):
     api.force_authenticate(alice)
-    assert api.get(runs_url("no-such-session")).status_code == 404
+    response = api.get(runs_url("no-such-session"))
+    assert response.status_code == 404
+    assert response.json()["error"]["code"] == "not_found" and "results" not in response.json()
 
 
 def test_it_rejects_a_malformed_session_id(api, alice):
@@ -143,4 +148,7 @@ def test_it_lets_support_staff_and_auditors_list_anyones_runs(api, support_staff
 
 
 def test_it_returns_401_without_credentials(api, alice_session):
-    assert api.get(runs_url(alice_session.session_id)).status_code == 401
+    make_runs(alice_session, 1)
+    response = api.get(runs_url(alice_session.session_id))
+    assert response.status_code == 401
+    assert response.json() == {"error": {"code": "not_authenticated", "message": response.json()["error"]["message"]}}

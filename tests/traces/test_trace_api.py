@@ -60,6 +60,7 @@ def test_it_returns_404_for_a_run_id_that_does_not_exist(api, alice, alice_run):
     api.force_authenticate(alice)
     response = api.get(trace_url(alice_run.session.session_id, new_run_id()))
     assert response.status_code == 404
+    assert response.json()["error"]["code"] == "not_found" and "run" not in response.json()
 
 
 def test_it_returns_404_for_another_clients_run_exactly_like_a_missing_one(api, alice, bob, alice_run):
@@ -81,23 +82,35 @@ def test_it_returns_the_owners_own_trace(api, alice, alice_run):
     assert body["chatSession"]["sessionId"] == alice_run.session.session_id
 
 
+def assert_is_the_trace_of(response, run) -> None:
+    """A 200 holding this run's own trace: its ids, its steps and its tool calls."""
+    assert response.status_code == 200
+    body = response.json()
+    assert (body["run"]["runId"], body["run"]["sessionId"]) == (run.run_id, run.session.session_id)
+    assert [s["stepIndex"] for s in body["steps"]] == list(run.steps.order_by("step_index").values_list("step_index", flat=True))
+    assert [t["invocationId"] for t in body["toolInvocations"]] == list(
+        run.tool_invocations.order_by("id").values_list("invocation_id", flat=True))
+
+
 def test_it_lets_support_staff_read_anyones_trace(api, support_staff, alice_run):
-    assert get_trace(api, support_staff, alice_run).status_code == 200
+    assert_is_the_trace_of(get_trace(api, support_staff, alice_run), alice_run)
 
 
 def test_it_lets_an_auditor_read_anyones_trace(api, auditor, alice_run):
-    assert get_trace(api, auditor, alice_run).status_code == 200
+    assert_is_the_trace_of(get_trace(api, auditor, alice_run), alice_run)
 
 
 def test_it_lets_a_superuser_read_anyones_trace(api, alice_run):
     from tests.factories import UserFactory
 
     root = UserFactory(username="root", is_superuser=True, is_staff=True)
-    assert get_trace(api, root, alice_run).status_code == 200
+    assert_is_the_trace_of(get_trace(api, root, alice_run), alice_run)
 
 
 def test_it_does_not_treat_the_is_staff_flag_alone_as_support_staff(api, support_user, alice_run):
-    assert get_trace(api, support_user, alice_run).status_code == 404
+    response = get_trace(api, support_user, alice_run)
+    assert response.status_code == 404
+    assert response.json() == {"error": {"code": "not_found", "message": response.json()["error"]["message"]}}
 
 
 def test_it_returns_401_without_credentials(api, alice_run):
@@ -112,7 +125,7 @@ def test_it_accepts_token_authentication_with_one_query_for_the_token(api, alice
     api.credentials(HTTP_AUTHORIZATION=f"Token {token.key}")
     with django_assert_num_queries(4):  # token+user, run+session, steps, invocations
         response = api.get(trace_url(alice_run.session.session_id, alice_run.run_id))
-    assert response.status_code == 200
+    assert_is_the_trace_of(response, alice_run)
 
 
 def test_it_returns_the_exact_shape_of_every_part(api, alice, alice_run):
@@ -150,7 +163,9 @@ def test_support_staff_pay_the_same_three_queries(api, support_staff, alice, dja
     run = make_run(owner=alice, steps=5)
     api.force_authenticate(support_staff)
     with django_assert_num_queries(3):
-        assert api.get(trace_url(run.session.session_id, run.run_id)).status_code == 200
+        response = api.get(trace_url(run.session.session_id, run.run_id))
+    assert_is_the_trace_of(response, run)
+    assert len(response.json()["steps"]) == 5
 
 
 def test_it_orders_steps_by_step_index_and_invocations_by_id_with_their_step(api, alice):

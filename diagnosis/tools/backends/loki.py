@@ -13,11 +13,11 @@ from __future__ import annotations
 import re
 from datetime import datetime, timedelta, timezone
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 
 from diagnosis.tools.backends.base import BackendError, detect_level, go_string_literal, resolve_window
+from diagnosis.tools.backends.http_json import display_url
 
 __all__ = ["LokiBackend", "build_logql", "logql_string", "to_unix_ns", "ns_to_iso"]
 
@@ -82,21 +82,6 @@ def ns_to_iso(ns: int) -> str:
     return text + "Z"
 
 
-def _safe_url(url: str) -> str:
-    try:
-        parts = urlsplit(url)
-    except ValueError:
-        return "<invalid url>"
-    host = parts.hostname or ""
-    if ":" in host:
-        host = f"[{host}]"
-    try:
-        port = parts.port
-    except ValueError:
-        port = None
-    return urlunsplit((parts.scheme, host + (f":{port}" if port else ""), parts.path, "", ""))
-
-
 # --------------------------------------------------------------------------- backend
 
 
@@ -121,7 +106,7 @@ class LokiBackend:
         self.tenant = tenant or None
         self.service_label = service_label or "service"
         self._transport = transport
-        self._display_url = _safe_url(self.base_url)
+        self._display_url = display_url(self.base_url)
 
     def __repr__(self) -> str:
         return f"LokiBackend({self._display_url!r})"

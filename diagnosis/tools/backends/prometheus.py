@@ -15,7 +15,6 @@ import math
 import re
 from datetime import datetime, timedelta, timezone
 from typing import Any, Mapping
-from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 
@@ -29,6 +28,7 @@ from diagnosis.tools.backends.base import (
     resolve_window,
     series_stats,
 )
+from diagnosis.tools.backends.http_json import display_url
 
 __all__ = ["PrometheusBackend", "promql_selector", "promql_string"]
 
@@ -65,23 +65,6 @@ def promql_selector(metric: str, labels: Mapping[str, str] | None = None) -> str
             raise _error(f"not a valid label name: {name!r}")
         matchers.append(f"{name}={promql_string(value)}")
     return metric + ("{" + ",".join(matchers) + "}" if matchers else "")
-
-
-def _safe_url(url: str) -> str:
-    """``url`` without userinfo, query or fragment (never leak credentials)."""
-    try:
-        parts = urlsplit(url)
-    except ValueError:
-        return "<invalid url>"
-    host = parts.hostname or ""
-    if ":" in host:  # IPv6 literal
-        host = f"[{host}]"
-    try:
-        port = parts.port
-    except ValueError:
-        port = None
-    netloc = host + (f":{port}" if port else "")
-    return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
 
 
 def _unix(value: datetime) -> float:
@@ -146,7 +129,7 @@ class PrometheusBackend:
         self.timeout_seconds = float(timeout_seconds)
         self.service_label = service_label or "service"
         self._transport = transport
-        self._display_url = _safe_url(self.base_url)
+        self._display_url = display_url(self.base_url)
 
     def __repr__(self) -> str:
         return f"PrometheusBackend({self._display_url!r})"
