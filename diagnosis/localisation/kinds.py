@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 
-from diagnosis.localisation.signals import Signal
+from diagnosis.localisation.signals import Signal, metric_kind
 
 _WORDS: tuple[tuple[str, str, float], ...] = (
     ("network.dns", r"no such host|nxdomain|name resolution|unknownhost|enotfound|could not resolve|"
@@ -40,7 +40,7 @@ _WORDS: tuple[tuple[str, str, float], ...] = (
     ("change.config", r"config(?:uration)?|invalid (?:value|setting|option)|missing (?:key|setting|env)|"
                       r"unknown (?:option|directive|setting)|parse error in|yaml|toml", 1.5),
     ("change.secret", r"secret|credential|password|access denied|authentication failed|unauthori[sz]ed|"
-                      r"invalid (?:api )?key|forbidden|permission denied|401|403", 2.0),
+                      r"invalid (?:api )?key|forbidden|permission denied|40[13](?!\d)", 2.0),
     ("change.image", r"imagepull|errimagepull|image|manifest unknown|pull access denied", 2.0),
     ("change.flag", r"feature flag|flag|toggle|experiment", 2.0),
     ("change.deploy", r"deploy|rollout|release|version|upgrade|rolled out|new revision", 1.0),
@@ -53,14 +53,14 @@ _WORDS: tuple[tuple[str, str, float], ...] = (
                     r"unknown column|relation \S+ does not exist|missing field", 2.5),
     ("data.poison_message", r"deserializ|unmarshal|malformed|cannot (?:parse|decode)|unparseable|poison|"
                             r"dead[- ]letter|dlq|invalid (?:json|payload|message|record)", 2.5),
-    ("capacity.rate_limit", r"rate ?limit|too many requests|429|throttl|slow down|request limit", 3.0),
+    ("capacity.rate_limit", r"rate ?limit|too many requests|429(?!\d)|throttl|slow down|request limit", 3.0),
     ("capacity.quota", r"quota|limit exceeded|exceeded (?:the )?limit|resourceexhausted|insufficient quota", 3.0),
     ("scheduling.pending", r"failedscheduling|unschedulable|insufficient (?:cpu|memory)|pending|"
                            r"didn't match|untolerated taint", 3.0),
     ("scheduling.eviction", r"evict", 2.5),
     ("scheduling.node_pressure", r"memorypressure|diskpressure|pidpressure|node pressure|nodenotready", 3.0),
 )
-_COMPILED = [(kind, re.compile(rf"(?<![A-Za-z])(?:{words})", re.I), weight) for kind, words, weight in _WORDS]
+_COMPILED = [(kind, re.compile(rf"(?<![A-Za-z0-9])(?:{words})", re.I), weight) for kind, words, weight in _WORDS]
 
 _METRIC_KINDS = {"cpu": "resource.cpu", "memory": "resource.memory", "disk": "resource.disk"}
 _KUBE_REASONS = (
@@ -142,3 +142,11 @@ def role_of(service: str, texts: list[str]) -> str | None:
                 if service in window or match.group(0).endswith("_"):
                     return role
     return None
+
+
+def evident(kind: str, text: str) -> bool:
+    """Whether a text (quoted records) shows a fault of this kind by the words or metric kinds that mean it."""
+    if word_votes(text).get(kind):
+        return True
+    names = re.findall(r"[a-zA-Z_:][a-zA-Z0-9_:]{3,}", text)
+    return any(_METRIC_KINDS.get(metric_kind(n, {})) == kind for n in names)

@@ -139,14 +139,16 @@ def rank(candidates: dict[str, Candidate]) -> list[Candidate]:
 
 
 def cause_kind(candidate: Candidate, context: list[Signal], caller_lines: list[str], texts: list[str],
-               names: set[str] = frozenset()) -> None:
+               names: set[str] = frozenset(), own_lines: list[str] = ()) -> None:
     """The candidate's kind: votes of its own signals, of the lines callers wrote about it, of changes on it
     shortly before its onset, and its dependency role when the votes only say "slow" or "refused"."""
     votes: Counter = Counter()
     for signal in candidate.faults:
         votes.update(signal_votes(signal, names))
-    for text in caller_lines:
+    for text in caller_lines:  # what its callers say about it
         votes.update({k: 0.5 * v for k, v in word_votes(text, names).items()})
+    for text in own_lines:  # its own error shapes, also those with no rate change (a job that only fails)
+        votes.update({k: 0.75 * v for k, v in word_votes(text, names).items()})
     onset = candidate.onset
     for signal in context:
         if signal.source == "change" and onset is not None and signal.onset is not None \

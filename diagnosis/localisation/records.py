@@ -214,7 +214,7 @@ def read_evidence(results: Iterable[Mapping[str, Any]]) -> Evidence:
         asked = arguments.get("service") or arguments.get("name")
         if isinstance(asked, str) and asked and tool in ("query_logs", "query_metrics", "query_kubernetes"):
             evidence.queried.append(asked)
-        low, high = parse_time(result.get("start")), parse_time(result.get("end"))
+        low, high = _window(result)
         if low is not None and high is not None and tool in ("query_logs", "query_metrics"):
             lows.append(low)
             highs.append(high)
@@ -227,6 +227,14 @@ def read_evidence(results: Iterable[Mapping[str, Any]]) -> Evidence:
         evidence.window = (min(lows), max(highs))
     evidence.queried = list(dict.fromkeys(evidence.queried))
     return evidence
+
+
+def _window(result: Mapping[str, Any]) -> tuple[float | None, float | None]:
+    """The time range a result covers: its own ``start``/``end``, or those of the ``request`` the tool box
+    keeps the call's arguments under."""
+    request = result.get("request") if isinstance(result.get("request"), Mapping) else {}
+    return (parse_time(result.get("start") or request.get("start")),
+            parse_time(result.get("end") or request.get("end")))
 
 
 def _read_logs(evidence: Evidence, inv: str, result: Mapping[str, Any]) -> int:
@@ -244,7 +252,7 @@ def _read_logs(evidence: Evidence, inv: str, result: Mapping[str, Any]) -> int:
                                        level_of(record.get("level"), message), message))
         count += 1
     stamps = [r.ts for r in evidence.logs[len(evidence.logs) - count:]]
-    low, high = parse_time(result.get("start")), parse_time(result.get("end"))
+    low, high = _window(result)
     if stamps and low is not None and high is not None:
         # The newest ``limit`` records were returned: the logs only tell what happened since the oldest.
         low = min(stamps) if result.get("truncated") else low

@@ -71,10 +71,11 @@ def test_two_unrelated_roots_at_the_same_time_are_not_separated():
 def test_an_error_naming_a_dependency_nobody_examined_is_undetermined_with_the_next_check():
     results = Results()
     results.metric({"__name__": "http_server_errors_ratio", "service": "trelby"}, stepped(0.001, 0.4, 45))
-    results.logs("trelby", [(-800 + i * 45, "ERROR", f"dial tcp 10.4.2.{i % 3 + 7}:6379: i/o timeout") for i in range(15)])
+    results.logs("trelby", [(-800 + i * 45, "ERROR", f"dial tcp sessions-kv.core.svc.cluster.local:6379: i/o timeout"
+                                                      f" (attempt {i})") for i in range(15)])
     found = localise(results.items, ["trelby"])
     assert found.outcome == "undetermined" and found.reason == "address_not_resolved"
-    assert found.next_checks and found.next_checks[0].tool == "query_kubernetes"
+    assert ("query_logs", {"service": "sessions-kv"}) in [(c.tool, c.arguments) for c in found.next_checks]
 
 
 @pytest.mark.parametrize("folder", SCENARIOS, ids=lambda p: p.name)

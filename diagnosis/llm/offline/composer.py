@@ -23,6 +23,7 @@ from diagnosis.llm.offline.findings import (
     RunbookMismatch,
     finding_of,
 )
+from diagnosis.localisation.taxonomy import CAUSE_KIND_BY_ID
 from diagnosis.llm.offline.lexicon import CAUSE_BY_KEY, _short, question_language
 from diagnosis.llm.offline.taxonomy import GENERIC_ACTIONS
 
@@ -194,7 +195,9 @@ def _diagnosis_hint(found: list[tuple[Mapping[str, Any], Any]], root: RootCause 
     root_service = None
     if concluded and root is not None:
         root_service = root.service
-        if root.cause in CAUSE_BY_KEY:
+        if root.cause in CAUSE_KIND_BY_ID:
+            hint.update(outcome="root_cause", cause=root.cause, service=root_service)
+        elif root.cause in CAUSE_BY_KEY:
             hint.update(outcome="root_cause", cause=CAUSE_KIND_OF.get(root.cause), service=root_service)
     elif concluded and nothing is not None:
         hint["outcome"] = "nothing_wrong"
