@@ -3,7 +3,7 @@
 Each signal votes: a metric by its kind (CPU, memory, disk, pool saturation), a Kubernetes fact by its
 reason, a change by its kind, and a log template by words that mean the same thing across stacks
 (the phrases of glibc, Go, Java, Node.js, Python, PostgreSQL, MySQL, Redis, nginx and Envoy for the
-same failure). The words are matched case-insensitively on word boundaries against the template
+same failure, and the Chinese terms for it). The words are matched case-insensitively on word boundaries against the template
 text (placeholders masked), never against one incident's wording. A dependency's role (database,
 cache, queue, external API) comes from the schemes, images and metric prefixes that name it.
 """
@@ -16,45 +16,45 @@ from collections import Counter
 from diagnosis.localisation.signals import Signal, metric_kind
 
 _WORDS: tuple[tuple[str, str, float], ...] = (
-    ("network.dns", r"no such host|nxdomain|name resolution|unknownhost|enotfound|could not resolve|"
+    ("network.dns", r"域名解析|解析失败|no such host|nxdomain|name resolution|unknownhost|enotfound|could not resolve|"
                     r"servfail|name or service not known|nodename nor servname|dns (?:lookup|resolution)|"
                     r"resolv|lookup \S+ on", 3.0),
-    ("network.tls", r"x509|certificate|tls|ssl|handshake|pkix|cert(?:ificate)? (?:has )?expired|"
+    ("network.tls", r"证书|x509|certificate|tls|ssl|handshake|pkix|cert(?:ificate)? (?:has )?expired|"
                     r"unknown authority", 3.0),
-    ("network.refused", r"connection refused|econnrefused|connection reset|econnreset|reset by peer|"
+    ("network.refused", r"连接被拒绝|拒绝连接|连接重置|connection refused|econnrefused|connection reset|econnreset|reset by peer|"
                         r"broken pipe|connect(?:ion)? failed|no healthy upstream|upstream connect error|"
                         r"refused", 2.0),
-    ("network.timeout", r"timed? ?out|timeout|deadline exceeded|etimedout|context deadline|"
+    ("network.timeout", r"超时|timed? ?out|timeout|deadline exceeded|etimedout|context deadline|"
                         r"read timeout|upstream request timeout|took too long", 1.5),
-    ("network.loss", r"no route to host|network is unreachable|ehostunreach|enetunreach|packet loss|"
+    ("network.loss", r"丢包|网络不可达|no route to host|network is unreachable|ehostunreach|enetunreach|packet loss|"
                      r"retransmi|unreachable", 3.0),
-    ("resource.memory", r"out ?of ?memory|outofmemory|heap space|oomkilled|oom|cannot allocate memory|"
+    ("resource.memory", r"内存不足|内存溢出|内存耗尽|out ?of ?memory|outofmemory|heap space|oomkilled|oom|cannot allocate memory|"
                         r"memory limit|gc overhead|killed process", 3.0),
-    ("resource.disk", r"no space left|enospc|disk (?:is )?full|filesystem (?:is )?full|disk quota|"
+    ("resource.disk", r"磁盘已满|磁盘空间不足|空间不足|no space left|enospc|disk (?:is )?full|filesystem (?:is )?full|disk quota|"
                       r"read-only file system|insufficient (?:disk|storage)", 3.0),
     ("resource.cpu", r"cpu|throttl(?:ed|ing) (?:cpu|cfs)|load average", 1.0),
-    ("resource.pool", r"(?:connection|thread|worker|db|database|client) ?pool|pool (?:is )?(?:exhausted|full|"
+    ("resource.pool", r"连接池|线程池|(?:connection|thread|worker|db|database|client) ?pool|pool (?:is )?(?:exhausted|full|"
                       r"timeout|limit|size)|hikaripool|connection is not available|too many connections|too many clients|max_connections|connection limit|"
                       r"no (?:available|free) (?:connection|worker|thread)|exhausted|"
                       r"remaining connection slots|queue (?:is )?full|rejectedexecution", 2.5),
-    ("change.config", r"config(?:uration)?|invalid (?:value|setting|option)|missing (?:key|setting|env)|"
+    ("change.config", r"配置|config(?:uration)?|invalid (?:value|setting|option)|missing (?:key|setting|env)|"
                       r"unknown (?:option|directive|setting)|parse error in|yaml|toml", 1.5),
-    ("change.secret", r"secret|credential|password|access denied|authentication failed|unauthori[sz]ed|"
+    ("change.secret", r"密码|凭据|认证失败|鉴权失败|secret|credential|password|access denied|authentication failed|unauthori[sz]ed|"
                       r"invalid (?:api )?key|forbidden|permission denied|40[13](?!\d)", 2.0),
     ("change.image", r"imagepull|errimagepull|image|manifest unknown|pull access denied", 2.0),
     ("change.flag", r"feature flag|flag|toggle|experiment", 2.0),
     ("change.deploy", r"deploy|rollout|release|version|upgrade|rolled out|new revision", 1.0),
-    ("dependency.database", r"database|deadlock|lock wait|replica(?:tion)? lag|slave lag|sqlstate|"
+    ("dependency.database", r"数据库|从库|主库|主从|复制延迟|死锁|锁等待|database|deadlock|lock wait|replica(?:tion)? lag|slave lag|sqlstate|"
                             r"slow query|query execution|jdbc|postgres|mysql|mariadb|mongo", 1.5),
-    ("dependency.cache", r"redis|memcache|cache|maxmemory|evict", 1.5),
-    ("dependency.queue", r"kafka|rabbit|amqp|broker|consumer|partition|nats|sqs|pubsub|queue", 1.5),
+    ("dependency.cache", r"缓存|redis|memcache|cache|maxmemory|evict", 1.5),
+    ("dependency.queue", r"消息队列|消息积压|消费延迟|kafka|rabbit|amqp|broker|consumer|partition|nats|sqs|pubsub|queue", 1.5),
     ("dependency.external_api", r"third[- ]party|external api|partner|provider|upstream api|vendor", 1.5),
     ("data.schema", r"column|no such table|doesn't exist|does not exist|schema|migration|undefined table|"
                     r"unknown column|relation \S+ does not exist|missing field", 2.5),
     ("data.poison_message", r"deserializ|unmarshal|malformed|cannot (?:parse|decode)|unparseable|poison|"
                             r"dead[- ]letter|dlq|invalid (?:json|payload|message|record)", 2.5),
-    ("capacity.rate_limit", r"rate ?limit|too many requests|429(?!\d)|throttl|slow down|request limit", 3.0),
-    ("capacity.quota", r"quota|limit exceeded|exceeded (?:the )?limit|resourceexhausted|insufficient quota", 3.0),
+    ("capacity.rate_limit", r"限流|rate ?limit|too many requests|429(?!\d)|throttl|slow down|request limit", 3.0),
+    ("capacity.quota", r"配额|quota|limit exceeded|exceeded (?:the )?limit|resourceexhausted|insufficient quota", 3.0),
     ("scheduling.pending", r"failedscheduling|unschedulable|insufficient (?:cpu|memory)|pending|"
                            r"didn't match|untolerated taint", 3.0),
     ("scheduling.eviction", r"evict", 2.5),

@@ -131,6 +131,8 @@ def _doubt(top: Candidate, roots: list[Candidate], graph, evidence: Evidence, ca
         return "dependency_not_examined"
     if graph.unresolved.get(top.service) and not _intrinsic(top):
         return "address_not_resolved"
+    if (top.kind or "").startswith("dependency.") and top.role != top.kind:
+        return "dependency_not_identified"  # its errors blame a dependency the evidence does not name
     if _starved(top) and _unexamined_nodes(top, graph, evidence):
         return "node_not_examined"
     changed = [e.callee for e in graph.dependencies(top.service) if e.via != "placement" and any(

@@ -32,6 +32,7 @@ class Candidate:
     explains: list[str] = field(default_factory=list)
     kind: str | None = None
     kind_votes: Counter = field(default_factory=Counter)
+    role: str | None = None  # dependency.database | dependency.cache | dependency.queue, when the evidence says
 
     @property
     def faults(self) -> list[Signal]:
@@ -155,7 +156,7 @@ def cause_kind(candidate: Candidate, context: list[Signal], caller_lines: list[s
                 and onset - 3600 <= signal.onset <= onset + TOLERANCE_S:
             votes.update({k: v * (1.5 if _symptom_only(candidate) else 0.5)
                           for k, v in signal_votes(signal, names).items()})
-    role = role_of(candidate.service, texts)
+    role = candidate.role = role_of(candidate.service, texts)
     if role and (not votes or max(votes, key=votes.get) in GENERIC | {"resource.pool"}):
         votes[role] += max(votes.values(), default=0) + 0.5
     candidate.kind_votes = votes

@@ -30,6 +30,7 @@ REASONS = {
     "kind_ambiguous": "the evidence fits more than one kind of fault equally well",
     "dependency_changed": "a dependency it calls changed just before it broke, without deviating itself",
     "cycle": "the anomalous services explain each other and none began first",
+    "dependency_not_identified": "its errors blame a dependency that none of the examined records names",
     "node_not_examined": "it is short of a resource, and the node it runs on was not examined",
 }
 
