@@ -21,7 +21,7 @@ from diagnosis.localisation.graph import Edge, Graph, build_graph
 from diagnosis.localisation.levels import at_least
 from diagnosis.localisation.ranking import TOLERANCE_S, Candidate, cause_kind, candidates_of, explain, rank
 from diagnosis.localisation.records import Evidence, Ref, node_of, read_evidence, service_of
-from diagnosis.localisation.signals import Signal, all_signals
+from diagnosis.localisation.signals import MIN_BASELINE_S, Signal, all_signals
 
 MIN_ROOT_STRENGTH = 0.45
 KIND_MARGIN = 1.25
@@ -106,6 +106,8 @@ def localise_evidence(evidence: Evidence, subject: Iterable[str] = ()) -> Locali
     if not roots:
         if ranked and any(c.strength >= MIN_ROOT_STRENGTH for c in ranked):
             result.outcome, result.reason = "undetermined", "cycle"
+        elif _unjudged_errors(evidence, subject):
+            result.outcome, result.reason = "undetermined", "no_baseline"
         return result
     top = roots[0]
     result.root, result.kind, result.onset = top.service, top.kind, top.onset
@@ -116,6 +118,16 @@ def localise_evidence(evidence: Evidence, subject: Iterable[str] = ()) -> Locali
         result.outcome, result.reason = "undetermined", reason
         result.next_checks = _next_checks(top, graph, evidence)
     return result
+
+
+def _unjudged_errors(evidence: Evidence, subject: list[str]) -> list[str]:
+    """Services with error lines but too little log history before them to tell an incident from routine."""
+    firsts: dict[str, float] = {}
+    for record in evidence.logs:
+        if at_least(record.level, "ERROR") and (not subject or record.service in subject):
+            firsts[record.service] = min(record.ts, firsts.get(record.service, record.ts))
+    return [s for s, first in firsts.items()
+            if s not in evidence.log_windows or first - evidence.log_windows[s][0] < MIN_BASELINE_S]
 
 
 def _doubt(top: Candidate, roots: list[Candidate], graph, evidence: Evidence, candidates, context: list[Signal]) -> str:

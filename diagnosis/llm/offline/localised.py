@@ -17,7 +17,7 @@ from diagnosis.llm.offline.claims import _healthy_claims, _runbook_claims, _serv
 from diagnosis.llm.offline.composer import CAUSE_KIND_OF
 from diagnosis.llm.offline.findings import Change, RootCause
 from diagnosis.llm.offline.hypotheses import Diagnosis
-from diagnosis.llm.offline.lexicon import CAUSE_BY_KEY, LOG_LIMIT, _canonical, _iso, _short
+from diagnosis.llm.offline.lexicon import CAUSE_BY_KEY, LOG_LIMIT, _canonical, _iso, _short, _suspicious
 
 MIN_EXCERPT = 12  # the Gatekeeper's floor: shorter values are not cited
 MAX_ROOT_BINDINGS = 8
@@ -31,12 +31,26 @@ REASONS = {
     "dependency_changed": "a dependency it calls changed just before it broke, without deviating itself",
     "cycle": "the anomalous services explain each other and none began first",
     "dependency_not_identified": "its errors blame a dependency that none of the examined records names",
+    "no_baseline": "its error lines have too little history before them to tell an incident from routine",
     "node_not_examined": "it is short of a resource, and the node it runs on was not examined",
 }
 
 
 def successful(results: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
-    return [r for r in results if r.get("status", "SUCCESS") == "SUCCESS"]
+    """The results that succeeded, without the log lines that read like instructions to an AI: they are
+    untrusted data, reported in the open questions, never evidence of a fault."""
+    kept = []
+    for item in results:
+        if item.get("status", "SUCCESS") != "SUCCESS":
+            continue
+        result = item.get("result")
+        if item.get("tool_name") == "query_logs" and isinstance(result, Mapping):
+            records = result.get("records") or []
+            clean = [r for r in records if not (isinstance(r, Mapping) and _suspicious(str(r.get("message") or "")))]
+            if len(clean) != len(records):
+                item = {**item, "result": {**result, "records": clean}}
+        kept.append(item)
+    return kept
 
 
 def localise_results(results: Iterable[Mapping[str, Any]], subject: list[str]) -> Localisation:
@@ -144,9 +158,10 @@ def build_claims(obs, loc: Localisation, book, language: str, stated_symptom: bo
         return (f"No telemetry was found for {', '.join(loc.without_data)}: nothing could be diagnosed about it, and "
                 "no other service is blamed in its place.")
     if loc.outcome == "undetermined":
-        for candidate in loc.candidates[:3]:
-            _service_claims(obs.profiles.get(candidate.service), book)
-        alert_claims(obs, [c.service for c in loc.candidates[:3]], book)
+        services = [c.service for c in loc.candidates[:3]] or with_data
+        for service in services:
+            _service_claims(obs.profiles.get(service), book)
+        alert_claims(obs, services, book)
         return undetermined_summary(loc)
     finding, bindings = root_claim(loc)
     book.add(finding, bindings)
