@@ -120,17 +120,29 @@ def signal_votes(signal: Signal, names: set[str] | frozenset = frozenset()) -> C
         votes.update({k: v * 0.5 for k, v in word_votes(signal.text, names).items()})
         return votes
     if signal.source == "change":
-        kind = _CHANGE_KINDS.get(signal.kind, "change.deploy")
-        what = word_votes(signal.detail.get("what", ""), names)
-        for refined in ("change.image", "change.flag", "change.secret", "change.config"):
-            if what.get(refined) and kind in ("change.deploy", "change.config"):
-                kind = refined
-                break
-        votes[kind] += 2.0
+        votes[change_kind(signal.kind, masked(str(signal.detail.get("what", "")), names))] += 2.0
         return votes
     if signal.source in ("log", "trace"):
         votes.update({k: v * signal.strength for k, v in word_votes(signal.text, names).items()})
     return votes
+
+
+_CHANGE_WHAT = (
+    ("change.flag", re.compile(r"feature[ _-]?flag|\bflag\b|toggle|experiment|rollout percentage", re.I)),
+    ("change.secret", re.compile(r"secret|credential|password|api[ _-]?key|token|certificate", re.I)),
+    ("change.image", re.compile(r"\bimage\b|:\d+\.\d+\.\d+ -> |tag", re.I)),
+    ("change.config", re.compile(r"config|setting|parameter|\S+=\S+|enabled|disabled|limit|timeout|size", re.I)),
+)
+
+
+def change_kind(kind: str, what: str) -> str:
+    """A change record's kind, refined by what it says changed: a flag, a secret, an image, a setting."""
+    if kind in ("secret", "config"):
+        return _CHANGE_KINDS[kind] if kind == "secret" or not _CHANGE_WHAT[0][1].search(what) else "change.flag"
+    for refined, pattern in _CHANGE_WHAT:
+        if pattern.search(what):
+            return refined
+    return "change.deploy"
 
 
 def role_of(service: str, texts: list[str]) -> str | None:
