@@ -53,8 +53,10 @@ def roll_out(world: World, root: Node, at: int, image: str | None = None) -> tup
 
 def _crash(world: World, root: Node, onset: int, reason_line: str) -> None:
     rng = world.rng
+    i0 = first_sample_at(onset)
     for pod in world.workloads[root.name].pods:
-        pod.restarts = rng.randint(3, 9)
+        pod.restart_samples = sorted({i0} | {i for i in range(i0 + 1, 60) if rng.random() < 0.3})
+        pod.restarts = len(pod.restart_samples)
         pod.ready = False
         pod.state = {"state": "waiting", "reason": "CrashLoopBackOff",
                      "message": f"back-off 5m0s restarting failed container={root.name} pod={pod.name}"}

@@ -115,9 +115,11 @@ def generate(seed: int, *, traces: bool | None = None) -> Incident:
     question_kind = "healthy" if roll < 0.1 else "no_data" if roll < 0.15 else "howto" if roll < 0.2 else "incident"
     with_traces = rng.random() < 0.4 if traces is None else bool(traces)
     kind: str | None = CAUSE_KINDS[rng.randrange(len(CAUSE_KINDS))].id
-    if question_kind != "incident":
+    if question_kind in ("no_data", "howto"):
         background = [k.id for k in CAUSE_KINDS if not k.id.startswith(("change.", "data.schema"))]
         kind = rng.choice(background) if rng.random() < 0.3 else None
+    elif question_kind == "healthy":
+        kind = None
     size = rng.randint(3, 30)
     graph, places = _graph_for(rng, size, kind)
     world = build_world(rng, graph)
@@ -247,12 +249,14 @@ def generate(seed: int, *, traces: bool | None = None) -> Incident:
                                    "note": "an incident elsewhere that the question is not about"}
         if howto_topic:
             truth["runbook_claim"] = next(n for n in runbooks if n.startswith("howto-"))
-    main = story.root if story and story.root.in_cluster else (
+    # the main log format: the root's own, or for a backing component the first caller that reports it
+    main = story.root if story and not story.root.is_leaf else (
         graph.callers(story.root.name)[0] if story else graph.by_name.get(asked[0]) or graph.nodes[0])
     truth |= {"cause_kind": story.kind if story and question_kind == "incident" else None,
               "also_accepted_kinds": story.also_accepted if story and question_kind == "incident" else [],
               "question_kind": question_kind, "asked_services": asked, "format": main.format or "nginx",
-              "size": len(graph.nodes), "seed": seed, "held_back": seed >= HELD_BACK_FROM, "noise": noise,
+              "size": len(graph.nodes), "seed": seed,
+              "formats": sorted({graph.by_name[r["service"]].format for r in logs}), "held_back": seed >= HELD_BACK_FROM, "noise": noise,
               "metric_conventions": sorted(set(telemetry.conventions.values())), "mesh": telemetry.mesh}
     del rendered
 

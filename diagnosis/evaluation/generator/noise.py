@@ -130,8 +130,8 @@ def add_noise(world: World, healthy: list[Node], onset: int | None) -> dict[str,
                         type_="Normal")
         notes["scheduled_job"] = f"{job} on {node.name}"
     # a healthy spike of traffic (latency and errors unchanged)
-    if apps:
-        node = rng.choice(apps)
+    if apps or cluster:
+        node = rng.choice(apps or cluster)
         i = rng.randint(3, SAMPLES - 4)
         for k in range(i, i + rng.randint(2, 3)):
             world.timelines[node.name].rps[k] *= rng.uniform(1.8, 2.6)

@@ -107,7 +107,11 @@ class Telemetry:
         return f"{base}_bucket", (f'histogram_quantile(0.99, sum by (le) (rate({base}_bucket{{service="{name}"}}[5m])))')
 
     def traffic_query(self, name: str) -> tuple[str, str]:
-        metric, _ = self.errors_query(name)
+        node = self.world.graph.by_name[name]
+        metric = {"postgres": "pg_stat_database_xact_commit", "mysql": "mysql_global_status_queries",
+                  "redis": "redis_commands_processed_total", "kafka": "kafka_topic_partition_current_offset"}.get(node.tech)
+        if metric is None:
+            metric, _ = self.errors_query(name)
         return metric, f'sum(rate({metric}{{service="{name}"}}[5m]))'
 
     # --- the mesh ----------------------------------------------------------------------------------
@@ -232,12 +236,12 @@ class Telemetry:
         # a fault's own series win over a baseline exporter series with the same labels
         seen: set[tuple] = set()
         unique = []
-        for s in reversed(world.series):
+        for s in world.series:  # the fault's series were written first
             key = tuple(sorted(s["labels"].items()))
             if key not in seen:
                 seen.add(key)
                 unique.append(s)
-        world.series[:] = list(reversed(unique))
+        world.series[:] = unique
 
     def resolve(self, spec: dict[str, Any]) -> dict[str, Any]:
         """A ground-truth hint for a signal (errors, latency, traffic, cpu, memory, restarts, up, drops) as a
