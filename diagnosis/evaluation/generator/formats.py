@@ -151,7 +151,9 @@ def _nginx_level(level: str) -> str:
 
 
 def _json(record: dict) -> str:
-    return json.dumps(record, ensure_ascii=False, separators=(",", ":"))
+    text = json.dumps(record, ensure_ascii=False, separators=(",", ":"))
+    # zap and pino write epoch times as JSON numbers, not strings
+    return text.replace('"{ts:epoch}"', "{ts:epoch}").replace('"{ts:epoch_millis}"', "{ts:epoch_millis}")
 
 
 def nginx_access(client_ip: str, method: str, path: str, status: int, size: int, seconds: float,

@@ -41,7 +41,10 @@ def spread(world: World, start: float, end: float, n: int) -> list[float]:
     """``n`` sorted offsets in [start, end] (<= 0) with millisecond fractions."""
     end = min(end, -0.5)
     start = min(start, end)
-    return sorted(round(world.rng.uniform(start, end), 3) for _ in range(n))
+    if n <= 0:
+        return []
+    first = round(world.rng.uniform(start, min(end, start + 20)), 3)  # a story shows from its start
+    return [first] + sorted(round(world.rng.uniform(start, end), 3) for _ in range(n - 1))
 
 
 def degrade(world: World, node: Node, start: float, effect: str, strength: float | None = None) -> None:

@@ -212,6 +212,22 @@ class Telemetry:
                                  gauge("kube_pod_container_resource_limits", {**labels, "resource": "memory", "unit": "byte"},
                                        [tl.memory_limit] * SAMPLES, missing)]
 
+    def _nodes(self) -> None:
+        """node-exporter series of every worker node: no service label, only the instance."""
+        rng, out = self.world.rng, self.world.series
+        for _, host_ip in self.world.nodes:
+            instance = {"instance": f"{host_ip}:9100"}
+            total = rng.choice((8, 16, 32)) * 1024 ** 3
+            out.append(gauge("node_memory_MemAvailable_bytes", instance,
+                             [total * rng.uniform(0.35, 0.45) for _ in range(SAMPLES)]))
+            size = rng.choice((50, 100, 200)) * 1024 ** 3
+            free = size * rng.uniform(0.3, 0.7)
+            out.append(gauge("node_filesystem_avail_bytes", {**instance, "device": "/dev/nvme0n1p1", "mountpoint": "/",
+                                                             "fstype": "xfs"},
+                             [free - i * size * 1e-5 for i in range(SAMPLES)]))
+            out.append(counter("node_cpu_seconds_total", {**instance, "cpu": "0", "mode": "idle"},
+                               [rng.uniform(35, 50) for _ in range(SAMPLES)], rng.uniform(1e6, 1e7)))
+
     def _up(self, node: Node) -> None:
         tl = self.world.timelines[node.name]
         pod = self.world.workloads[node.name].pods[0]
@@ -232,6 +248,7 @@ class Telemetry:
                     self._resources(node)
         if self.mesh != "none":
             self._mesh()
+        self._nodes()
         self.with_resources = set(resource_nodes)
         # a fault's own series win over a baseline exporter series with the same labels
         seen: set[tuple] = set()
