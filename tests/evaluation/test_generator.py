@@ -352,3 +352,13 @@ def test_held_back_seeds_generate_and_load(tmp_path):
         assert incident.ground_truth["held_back"] is True
         DemoBackend([write_incident(incident, tmp_path / incident.name)], now=NOW)
     assert math.isfinite(HELD_BACK_FROM) and HELD_BACK_FROM == 1_000_000
+
+
+def test_the_generator_imports_no_framework():
+    from tests.architecture.test_import_contracts import FRAMEWORKS, _closure, _modules
+
+    modules = [m for m in _modules() if m.startswith("diagnosis.evaluation.generator")]
+    assert len(modules) >= 10
+    for module in modules:
+        frameworks = sorted(name for name in _closure(module) if name.split(".")[0] in FRAMEWORKS)
+        assert not frameworks, f"{module} loads {frameworks}"
