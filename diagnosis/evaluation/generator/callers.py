@@ -40,6 +40,8 @@ def caller_lines(world: World, caller: Node, callee: Node, effect: str) -> list[
     """(level, text, failure) lines ``caller`` writes once ``callee`` shows ``effect``."""
     rng = world.rng
     path = api_path(world, callee)
+    if callee.is_leaf and callee.in_cluster:
+        return [_client_library(world, caller, callee, effect)]
     if caller.tech == "nginx":
         return [_nginx(world, callee, effect, path)]
     if caller.tech == "envoy" and effect != "slow":
@@ -120,3 +122,42 @@ def _envoy(world: World, callee: Node, effect: str, path: str) -> str:
                        "protocol": "HTTP/1.1", "response_code": code, "response_flags": flags,
                        "upstream_host": host, "upstream_cluster": cluster,
                        "duration": rng.randint(5, 30) if effect != "timeout" else 15000}, separators=(",", ":"))
+
+
+def _client_library(world: World, caller: Node, callee: Node, effect: str) -> Line:
+    """A database, cache or broker client's own words for a callee it cannot reach or that answers late,
+    naming it by connection string or address."""
+    rng = world.rng
+    conn = world.conn_string(caller, callee)
+    addr = world.address(callee, rng.choice(("ip", "pod_ip", "host")))
+    host = addr.rpartition(":")[0]
+    if effect == "slow":
+        ms = rng.randint(1500, 9000)
+        return Line("WARN", rng.choice((f"slow {callee.tech} call to {conn}: {ms}ms",
+                                        f"{callee.tech} round trip to {addr} took {ms} ms")))
+    timeout = effect in ("timeout", "slow")
+    if caller.tech == "java":
+        failure = {
+            "postgres": Failure("org.postgresql.util.PSQLException", "The connection attempt failed."),
+            "mysql": Failure("com.mysql.cj.jdbc.exceptions.CommunicationsException",
+                             "Communications link failure. The last packet sent successfully to the server was 0 "
+                             "milliseconds ago."),
+            "redis": Failure("io.lettuce.core.RedisConnectionException", f"Unable to connect to {addr}"),
+        }.get(callee.tech, Failure("java.net.SocketTimeoutException" if timeout else "java.net.ConnectException",
+                                   "connect timed out" if timeout else "Connection refused"))
+        cause = "java.net.SocketTimeoutException: connect timed out" if timeout else "java.net.ConnectException: Connection refused"
+        return Line("ERROR", f"cannot reach {conn} ({cause})", failure)
+    if caller.tech == "python":
+        text = {"postgres": f'connection to server at "{host}", port {callee.port} failed: '
+                            + ("timeout expired" if timeout else "Connection refused"),
+                "mysql": f"(2003, \"Can't connect to MySQL server on '{host}' ({'timed out' if timeout else '111'})\")",
+                "redis": f"Error {'110 connecting to ' + addr + '. Connection timed out' if timeout else '111 connecting to ' + addr + '. Connection refused'}.",
+                }.get(callee.tech, f"[Errno {110 if timeout else 111}] {'Connection timed out' if timeout else 'Connection refused'}: {addr}")
+        kind = {"postgres": "psycopg2.OperationalError", "mysql": "pymysql.err.OperationalError",
+                "redis": "redis.exceptions.ConnectionError"}.get(callee.tech, "ConnectionError")
+        return Line("ERROR", f"{callee.tech} unavailable ({conn})", Failure(kind, text))
+    if caller.tech == "node":
+        code = "ETIMEDOUT" if timeout else "ECONNREFUSED"
+        return Line("ERROR", f"connect {code} {addr} ({conn})", Failure("Error", f"connect {code} {addr}"))
+    verb = "i/o timeout" if timeout else "connect: connection refused"
+    return Line("ERROR", f"{callee.tech}: dial tcp {addr}: {verb} ({conn})")

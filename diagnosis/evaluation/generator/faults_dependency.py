@@ -7,30 +7,13 @@ from diagnosis.evaluation.generator.faults_change import record_change, roll_out
 from diagnosis.evaluation.generator.formats import Failure
 from diagnosis.evaluation.generator.graph import Node
 from diagnosis.evaluation.generator.series import counter, gauge
-from diagnosis.evaluation.generator.story import Story, degrade, spread
+from diagnosis.evaluation.generator.story import Story, client_lines, degrade, spread
 from diagnosis.evaluation.generator.world import SAMPLES, World, first_sample_at
 
 
 def _step(world: World, onset: int, before: tuple[float, float], after: tuple[float, float]) -> list[float]:
     i0 = first_sample_at(onset)
     return [world.rng.uniform(*before) if i < i0 else world.rng.uniform(*after) for i in range(SAMPLES)]
-
-
-def _client_lines(world: World, root: Node, onset: int, texts: dict[str, tuple[str, Failure | None]],
-                  effect: str, count: tuple[int, int] = (2, 3)) -> dict[str, tuple[int, str]]:
-    """Every direct caller logs what its client library says, naming ``root`` by connection string."""
-    rng = world.rng
-    direct = {}
-    for caller in world.graph.callers(root.name):
-        c_onset = onset + rng.randint(10, 90)
-        text, failure = texts.get(caller.tech) or texts["*"]
-        conn = world.conn_string(caller, root)
-        for at in spread(world, c_onset, 0, rng.randint(*count)):
-            world.log(caller, at, "ERROR", f"{text} [{conn}]" if rng.random() < 0.6 else f"{text} (target {conn})",
-                      failure=failure)
-        degrade(world, caller, c_onset, effect)
-        direct[caller.name] = (c_onset, effect)
-    return direct
 
 
 def database(world: World, root: Node, onset: int) -> Story:
@@ -88,7 +71,7 @@ def database(world: World, root: Node, onset: int) -> Story:
     for at in spread(world, onset, 0, rng.randint(3, 6)):
         prefix = f"{root.db_user}@{root.database} {rng.choice(clients)}({rng.randint(30000, 60000)}) " if pg else ""
         world.log(root, at, level, text, logger=prefix)
-    direct = _client_lines(world, root, onset, client, effect)
+    direct = client_lines(world, root, onset, client, effect)
     for caller_name in direct:  # callers' pools saturate: a symptom, not the cause
         if rng.random() < 0.5:
             world.series.append(gauge("hikaricp_connections_pending", {"service": caller_name, "pool": "HikariPool-1"},
@@ -133,7 +116,7 @@ def cache(world: World, root: Node, onset: int) -> Story:
                   "*": ("redis: i/o timeout", None)}
         metric, evidence, effect = "redis_slowlog_length", ["AOF fsync is taking too long"], "timeout"
         keywords, cause = ["slow", "redis", "cache", "fsync", "latency"], "redis_slow"
-    direct = _client_lines(world, root, onset, client, effect)
+    direct = client_lines(world, root, onset, client, effect)
     return Story("dependency.cache", root, onset, cause, keywords, evidence, None, direct=direct,
                  anomalous=[{"metric": metric, "service": root.name, "direction": "up"}],
                  trace="slow" if effect == "timeout" else "error")
@@ -170,7 +153,7 @@ def queue(world: World, root: Node, onset: int) -> Story:
                   "*": ("KafkaJSNumberOfRetriesExceeded: NOT_ENOUGH_REPLICAS", None)}
         metric, evidence = "kafka_topic_partition_under_replicated_partition", ["NotEnoughReplicasException"]
         keywords = ["kafka", "broker", "replica", "isr", "queue"]
-    direct = _client_lines(world, root, onset, client, "errors")
+    direct = client_lines(world, root, onset, client, "errors")
     return Story("dependency.queue", root, onset, "broker_failure", keywords, evidence, None, direct=direct,
                  anomalous=[{"metric": metric, "service": root.name, "direction": "up"}])
 

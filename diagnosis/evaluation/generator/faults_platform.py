@@ -7,7 +7,7 @@ from diagnosis.evaluation.generator.graph import Node
 from diagnosis.evaluation.generator.names import pod_suffix
 from diagnosis.evaluation.generator.series import counter, gauge
 from diagnosis.evaluation.generator.story import Story, degrade, spread
-from diagnosis.evaluation.generator.world import SAMPLES, World, first_sample_at, sample_time
+from diagnosis.evaluation.generator.world import SAMPLES, World, first_sample_at
 
 
 def rate_limit(world: World, root: Node, onset: int) -> Story:
@@ -89,7 +89,6 @@ def pending(world: World, root: Node, onset: int) -> Story:
     gone = world.nodes[0][0]
     world.k8s_event("node", gone, "RemovingNode", f"Node {gone} event: Removing Node {gone} from Controller",
                     onset - 20, onset - 20, type_="Normal")
-    stuck = []
     for pod in wl.pods:
         pod.phase, pod.ready, pod.node = "Pending", False, None
         pod.replaced = (pod.name, onset)
@@ -99,7 +98,6 @@ def pending(world: World, root: Node, onset: int) -> Story:
         message = (f"0/{nodes - 1} nodes are available: {nodes - 1} Insufficient {resource}. preemption: 0/{nodes - 1} "
                    f"nodes are available: {nodes - 1} No preemption victims found for incoming pod.")
         world.k8s_event("pod", pod.name, "FailedScheduling", message, onset, -rng.randint(5, 50), count=rng.randint(5, 30))
-        stuck.append(pod.name)
         world.series.append(gauge("kube_pod_status_phase", {"namespace": world.namespace, "pod": pod.name, "phase": "Pending"},
                                   [None if i < first_sample_at(onset) else 1.0 for i in range(SAMPLES)]))
     world.timelines[root.name].missing |= set(range(first_sample_at(onset), SAMPLES))

@@ -9,7 +9,7 @@ from __future__ import annotations
 from diagnosis.evaluation.generator.formats import Failure
 from diagnosis.evaluation.generator.graph import Node
 from diagnosis.evaluation.generator.series import counter, gauge
-from diagnosis.evaluation.generator.story import Story, degrade, spread
+from diagnosis.evaluation.generator.story import Story, client_lines, degrade, spread
 from diagnosis.evaluation.generator.world import SAMPLES, World, first_sample_at, sample_time
 
 
@@ -106,8 +106,9 @@ def disk(world: World, root: Node, onset: int) -> Story:
                               {"namespace": world.namespace, "persistentvolumeclaim": pvc}, free))
     world.series.append(gauge("kubelet_volume_stats_capacity_bytes",
                               {"namespace": world.namespace, "persistentvolumeclaim": pvc}, [float(size)] * SAMPLES))
-    file = {"postgres": f'could not extend file "base/{rng.randint(16000, 17000)}/{rng.randint(16000, 99999)}": '
-                        f"No space left on device",
+    file = {"postgres": rng.choice((f'could not extend file "base/{rng.randint(16000, 17000)}/{rng.randint(16000, 99999)}": '
+                                    "No space left on device",
+                                    f'could not write to file "pg_wal/xlogtemp.{rng.randint(30, 900)}": No space left on device')),
             "mysql": f"Disk is full writing './binlog.{rng.randint(1, 999):06d}' (OS errno 28 - No space left on device).",
             "redis": "Write error saving DB on disk: No space left on device",
             "rabbitmq": "disk resource limit alarm set on node rabbit@" + root.name + "-0. Free disk space is insufficient.",
@@ -118,10 +119,24 @@ def disk(world: World, root: Node, onset: int) -> Story:
     for at in spread(world, onset, 0, rng.randint(3, 5)):
         world.log(root, at, level, text, logger=_pg_prefix(world, root) if root.tech == "postgres" else "")
     degrade(world, root, onset, "errors")
+    table = world.names.plain((2, 2))
+    client = {
+        "postgres": {"java": ("could not execute statement", Failure("org.postgresql.util.PSQLException", f"ERROR: {text}")),
+                     "*": (f"insert failed: ERROR: {text}", None)},
+        "mysql": {"java": ("could not execute statement", Failure("java.sql.SQLException", f"The table '{table}' is full")),
+                  "*": (f"Error 1114 (HY000): The table '{table}' is full", None)},
+        "redis": {"*": ("MISCONF Redis is configured to save RDB snapshots, but it's currently unable to persist to disk. "
+                        "Commands that may modify the data set are disabled", None)},
+        "rabbitmq": {"*": ("publish stalled: connection.blocked received from broker (low on disk)", None)},
+        "kafka": {"java": ("send failed", Failure("org.apache.kafka.common.errors.KafkaStorageException",
+                                                  "Disk error when trying to access log file on the disk.")),
+                  "*": ("kafka: KAFKA_STORAGE_ERROR: disk error when trying to access log file", None)},
+    }[root.tech]
+    direct = client_lines(world, root, onset, client, "errors")
     also = {"datastore": ["dependency.database"], "cache": ["dependency.cache"], "queue": ["dependency.queue"]}
     return Story("resource.disk", root, onset, "disk_full", ["disk", "space", "volume", "enospc"],
                  ["No space left on device" if "No space" in text else "Free disk space is insufficient"],
-                 "errors", also_accepted=also.get(root.role, []),
+                 None, direct=direct, also_accepted=also.get(root.role, []),
                  anomalous=[{"metric": "kubelet_volume_stats_available_bytes", "service": root.name,
                              "direction": "down", "query": f'kubelet_volume_stats_available_bytes{{persistentvolumeclaim="{pvc}"}}'}])
 

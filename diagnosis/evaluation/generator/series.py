@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 from typing import Any, Iterable
 
-from diagnosis.evaluation.generator.world import SAMPLES, STEP
+from diagnosis.evaluation.generator.world import STEP
 
 HISTOGRAM_BOUNDS = (0.005, 0.025, 0.1, 0.25, 1.0, 2.5, 10.0)
 SPREAD = 0.6  # log-normal shape of request latencies around their median
@@ -85,8 +85,3 @@ def _int_cumulative(per_step: list[float], start: int, resets: set[int]) -> list
 
 def _le(bound: float) -> str:
     return f"{bound:g}" if bound < 1e5 else f"{bound:.0f}"
-
-
-def assert_grid(values: list) -> None:
-    if len(values) != SAMPLES:
-        raise ValueError(f"expected {SAMPLES} samples, got {len(values)}")

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from diagnosis.evaluation.generator.callers import caller_lines
+from diagnosis.evaluation.generator.formats import Failure
 from diagnosis.evaluation.generator.graph import Node
 from diagnosis.evaluation.generator.world import SAMPLES, World, first_sample_at
 
@@ -66,6 +67,23 @@ def write_lines(world: World, caller: Node, callee: Node, effect: str, start: fl
     for at in spread(world, start, 0, count):
         for line in caller_lines(world, caller, callee, effect):
             world.log(caller, at, line.level, line.text, failure=line.failure, raw=line.raw)
+
+
+def client_lines(world: World, root: Node, onset: int, texts: dict[str, tuple[str, Failure | None]],
+                  effect: str, count: tuple[int, int] = (2, 3)) -> dict[str, tuple[int, str]]:
+    """Every direct caller logs what its client library says, naming ``root`` by connection string."""
+    rng = world.rng
+    direct = {}
+    for caller in world.graph.callers(root.name):
+        c_onset = onset + rng.randint(10, 90)
+        text, failure = texts.get(caller.tech) or texts["*"]
+        conn = world.conn_string(caller, root)
+        for at in spread(world, c_onset, 0, rng.randint(*count)):
+            world.log(caller, at, "ERROR", f"{text} [{conn}]" if rng.random() < 0.6 else f"{text} (target {conn})",
+                      failure=failure)
+        degrade(world, caller, c_onset, effect)
+        direct[caller.name] = (c_onset, effect)
+    return direct
 
 
 def propagate(world: World, story: Story, lines_per_caller: int) -> None:

@@ -22,10 +22,6 @@ def _per_step(values: list[float]) -> list[float]:
     return [v * 60 for v in values]
 
 
-def _q(expr: str) -> str:
-    return expr
-
-
 class Telemetry:
     """Writes every series into ``world.series`` and answers where a signal of a node can be queried."""
 
