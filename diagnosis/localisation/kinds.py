@@ -122,7 +122,7 @@ def signal_votes(signal: Signal, names: set[str] | frozenset = frozenset()) -> C
     if signal.source == "change":
         votes[change_kind(signal.kind, masked(str(signal.detail.get("what", "")), names))] += 2.0
         return votes
-    if signal.source in ("log", "trace"):
+    if signal.source in ("log", "trace", "named"):
         votes.update({k: v * signal.strength for k, v in word_votes(signal.text, names).items()})
     return votes
 
@@ -145,13 +145,15 @@ def change_kind(kind: str, what: str) -> str:
     return "change.deploy"
 
 
-def role_of(service: str, texts: list[str]) -> str | None:
-    """The dependency role of a service when the evidence names it by a scheme, driver or metric prefix."""
+def role_of(service: str, texts: list[str], own_metrics: list[str] = ()) -> str | None:
+    """The dependency role of a service when the evidence names it by a scheme or driver next to its name,
+    or when its own metrics carry a datastore exporter's prefix."""
     for role, pattern in _ROLE_HINTS:
+        if any(pattern.match(name) for name in own_metrics):
+            return role
         for text in texts:
             for match in pattern.finditer(text):
-                window = text[max(0, match.start() - 5): match.end() + 80]
-                if service in window or match.group(0).endswith("_"):
+                if not match.group(0).endswith("_") and service in text[match.end(): match.end() + 80]:
                     return role
     return None
 

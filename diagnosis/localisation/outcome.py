@@ -17,7 +17,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
 
-from diagnosis.localisation.graph import Edge, Graph, build_graph
+from diagnosis.localisation.graph import Edge, Graph, build_graph, named_in
+from diagnosis.localisation.kinds import word_votes
 from diagnosis.localisation.levels import at_least
 from diagnosis.localisation.ranking import TOLERANCE_S, Candidate, cause_kind, candidates_of, explain, rank
 from diagnosis.localisation.records import Evidence, Ref, node_of, read_evidence, service_of
@@ -90,6 +91,7 @@ def localise_evidence(evidence: Evidence, subject: Iterable[str] = ()) -> Locali
     if subject and len(without) == len(subject):
         return Localisation("no_data", subject=subject, without_data=without, context=context, graph=graph,
                             next_checks=[NextCheck("query_logs", {"service": s}, "no telemetry was found") for s in without])
+    signals += named_signals(signals, evidence, graph)
     candidates = candidates_of(signals)
     explain(candidates, graph)
     ranked = rank(candidates)
@@ -102,7 +104,9 @@ def localise_evidence(evidence: Evidence, subject: Iterable[str] = ()) -> Locali
         cause_kind(candidate, context, caller_lines, texts, names, own_lines)
     result = Localisation("nothing_wrong", candidates=ranked, subject=subject, without_data=without, context=context,
                           graph=graph)
-    roots = [c for c in ranked if c.explained_by is None and c.strength >= MIN_ROOT_STRENGTH]
+    # A node is a root only when it explains a workload on it: a busy node alone harms nobody.
+    roots = [c for c in ranked if c.explained_by is None and c.strength >= MIN_ROOT_STRENGTH
+             and (c.service not in graph.nodes or c.explains)]
     if not roots:
         if ranked and any(c.strength >= MIN_ROOT_STRENGTH for c in ranked):
             result.outcome, result.reason = "undetermined", "cycle"
@@ -118,6 +122,31 @@ def localise_evidence(evidence: Evidence, subject: Iterable[str] = ()) -> Locali
         result.outcome, result.reason = "undetermined", reason
         result.next_checks = _next_checks(top, graph, evidence)
     return result
+
+
+PEER_KINDS = ("network.tls", "network.refused", "network.loss", "network.timeout")
+
+
+def named_signals(signals: list[Signal], evidence: Evidence, graph: Graph) -> list[Signal]:
+    """What callers' errors say about a dependency they name that shows nothing itself: a certificate it
+    presents, a port that refuses, a path that drops or a reply that never comes. The dependency gets a
+    signal of that kind, citing the caller's line (the evidence names it; it is not observed on it)."""
+    faulty = {s.entity for s in signals if s.fault}
+    known = evidence.services()
+    out = []
+    for signal in signals:
+        if signal.source != "log" or signal.detail.get("level") not in ("ERROR", "FATAL") or not signal.refs:
+            continue
+        votes = word_votes(signal.refs[0].excerpt, known)
+        kind = max(PEER_KINDS, key=lambda k: votes.get(k, 0))
+        if not votes.get(kind):
+            continue
+        named, _ = named_in(signal.refs[0].excerpt, evidence, known - {signal.entity})
+        for service in named[:1]:
+            if service not in faulty and service not in graph.nodes:
+                out.append(Signal(service, "named", kind, signal.onset, 0.6, list(signal.refs), signal.text,
+                                  detail={"caller": signal.entity}))
+    return out
 
 
 def _unjudged_errors(evidence: Evidence, subject: list[str]) -> list[str]:

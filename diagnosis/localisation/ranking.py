@@ -189,7 +189,8 @@ def cause_kind(candidate: Candidate, context: list[Signal], caller_lines: list[s
                 votes.update({k: v + top + 0.5 for k, v in change_votes.items()})
             else:
                 votes.update({k: v * (1.5 if _symptom_only(candidate) else 0.5) for k, v in change_votes.items()})
-    role = candidate.role = role_of(candidate.service, texts)
+    own = [s.text for s in candidate.signals if s.source == "metric"]
+    role = candidate.role = role_of(candidate.service, texts, own)
     if role and (not votes or max(votes, key=votes.get) in GENERIC | {"resource.pool"}):
         votes[role] += max(votes.values(), default=0) + 0.5
     candidate.kind_votes = votes
