@@ -106,6 +106,9 @@ def _symptom_only(candidate: Candidate) -> bool:
 
 
 def _root_of_pair(a: Candidate, b: Candidate, nodes: set[str]) -> Candidate:
+    for blamed, blamer in ((a, b), (b, a)):  # the one whose errors name the other as the faulty peer
+        if any(s.source == "named" and s.detail.get("caller") == blamer.service for s in blamed.signals):
+            return blamed
     if (a.service in nodes) != (b.service in nodes):
         return b if a.service in nodes else a  # a node is short of what a workload on it takes
     if a.onset is not None and b.onset is not None and abs(a.onset - b.onset) > 1:

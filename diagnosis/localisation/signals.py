@@ -199,7 +199,9 @@ def log_signals(evidence: Evidence, templates: dict[tuple[str, int], Template]) 
         if at_least(worst, "WARN"):
             change = _rate_change(times, low, high)
             ongoing = times[-1] >= high - max(600.0, 0.5 * (high - (change[1] if change else high)))
-            if change and change[0] >= LOG_LLR and ongoing and (change[3] >= 2 or worst == "FATAL"):
+            # A rate that jumped, or an error shape never seen in a baseline of clean logs (a new template).
+            new_error = change is not None and change[2] == 0 and change[3] >= 2 and at_least(worst, "ERROR")
+            if change and (change[0] >= LOG_LLR or new_error) and ongoing and (change[3] >= 2 or worst == "FATAL"):
                 llr, at, before, after = change
                 first = next(r for r in sorted(records, key=lambda r: r.ts) if r.ts >= at)
                 if worst == "WARN":  # warnings alone never make a root: they only add to other signals
