@@ -99,7 +99,7 @@ def _addresses(message: str) -> list[str]:
     keyed hosts (a bare IP is more often the client's)."""
     names = [m.group(1) for m in _URL_HOST.finditer(message)] + [m.group(1) for m in _HOST_PORT.finditer(message)]
     names += [m.group(1) for m in _IP_PORT.finditer(message)] + [m.group(1) for m in _KEYED_HOST.finditer(message)]
-    return [n.rstrip(".") for n in dict.fromkeys(names) if not _PUBLIC_SUFFIX.search(n) and not _SOURCE_FILE.search(n)]
+    return [n.rstrip(".") for n in dict.fromkeys(names) if not _SOURCE_FILE.search(n)]
 
 
 def named_in(message: str, evidence: Evidence, known: set[str]) -> tuple[list[str], list[str]]:
@@ -109,7 +109,7 @@ def named_in(message: str, evidence: Evidence, known: set[str]) -> tuple[list[st
         target = resolve(name, evidence, known)
         if target:
             found.append(target)
-        else:
+        elif not _PUBLIC_SUFFIX.search(name):
             unresolved.append(name)
     for ip in _IP.findall(message):
         if ip in evidence.addresses:
@@ -128,7 +128,8 @@ def addressed_in(message: str, evidence: Evidence, known: set[str]) -> tuple[lis
     found, unresolved = [], []
     for name in _addresses(message):
         target = resolve(name, evidence, known)
-        (found if target else unresolved).append(target or name)
+        if target or not _PUBLIC_SUFFIX.search(name):
+            (found if target else unresolved).append(target or name)
     return list(dict.fromkeys(found)), unresolved
 
 

@@ -196,5 +196,11 @@ def cause_kind(candidate: Candidate, context: list[Signal], caller_lines: list[s
     role = candidate.role = role_of(candidate.service, texts, own)
     if role and (not votes or max(votes, key=votes.get) in GENERIC | {"resource.pool"}):
         votes[role] += max(votes.values(), default=0) + 0.5
+    specific = [k for k in votes if k not in GENERIC]
+    if specific and max(votes[k] for k in specific) >= 1.0:
+        # "Timed out" and "refused" are how most faults look from a caller: a specific kind the same
+        # records show (a pool, a certificate, a quota) says more.
+        for kind in GENERIC & set(votes):
+            votes[kind] *= 0.6
     candidate.kind_votes = votes
     candidate.kind = max(sorted(votes), key=lambda k: votes[k]) if votes else None

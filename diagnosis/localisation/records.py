@@ -363,6 +363,8 @@ def _read_kubernetes(evidence: Evidence, inv: str, result: Mapping[str, Any]) ->
         namespace = service.get("namespace")
         for key in _service_names(str(service["name"]), namespace):
             evidence.addresses[key] = target
+        if service.get("externalName"):  # an ExternalName Service stands for the outside host it names
+            evidence.addresses[str(service["externalName"]).rstrip(".")] = target
         if service.get("clusterIP") and service["clusterIP"] != "None":
             evidence.addresses[str(service["clusterIP"])] = target
         for endpoint in service.get("endpoints") or []:
