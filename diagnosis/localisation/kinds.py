@@ -27,7 +27,8 @@ _WORDS: tuple[tuple[str, str, float], ...] = (
     ("network.timeout", r"超时|timed? ?out|timeout|deadline exceeded|etimedout|context deadline|"
                         r"read timeout|upstream request timeout|took too long", 1.5),
     ("network.loss", r"丢包|网络不可达|no route to host|network is unreachable|ehostunreach|enetunreach|packet loss|"
-                     r"retransmi|unreachable", 3.0),
+                     r"retransmi|retranssegs|unreachable|packets? dropped|dropped packets|drops|"
+                     r"(?:receive|transmit) (?:packets )?dropped", 3.0),
     ("resource.memory", r"内存不足|内存溢出|内存耗尽|out ?of ?memory|outofmemory|heap space|oomkilled|oom|cannot allocate memory|"
                         r"memory limit|gc overhead|killed process", 3.0),
     ("resource.disk", r"磁盘已满|磁盘空间不足|空间不足|no space left|enospc|disk (?:is )?full|filesystem (?:is )?full|disk quota|"
@@ -107,6 +108,9 @@ def signal_votes(signal: Signal, names: set[str] | frozenset = frozenset()) -> C
         elif signal.kind == "saturation":
             votes["resource.pool"] += 1.0 * signal.strength
             votes.update({k: v * 0.3 for k, v in word_votes(signal.text.replace("_", " "), names).items()})
+        else:  # what the series counts, by its name: dropped packets, evictions, throttled requests
+            votes.update({k: v * 0.5 * signal.strength
+                          for k, v in word_votes(signal.text.replace("_", " "), names).items()})
         return votes
     if signal.source == "kube":
         for pattern, kind in _KUBE_REASONS:
@@ -145,9 +149,11 @@ def change_kind(kind: str, what: str) -> str:
     return "change.deploy"
 
 
-def role_of(service: str, texts: list[str], own_metrics: list[str] = ()) -> str | None:
+def role_of(service: str, texts: list[str], own_metrics: list[str] = (), external: set[str] = frozenset()) -> str | None:
     """The dependency role of a service when the evidence names it by a scheme or driver next to its name,
-    or when its own metrics carry a datastore exporter's prefix."""
+    when its own metrics carry a datastore exporter's prefix, or when it is an ExternalName Service."""
+    if service in external:
+        return "dependency.external_api"
     for role, pattern in _ROLE_HINTS:
         if any(pattern.match(name) for name in own_metrics):
             return role

@@ -101,7 +101,7 @@ def localise_evidence(evidence: Evidence, subject: Iterable[str] = ()) -> Locali
         caller_lines = [ref.excerpt for edge in graph.callers(candidate.service) if edge.via == "log" for ref in edge.refs]
         own_lines = [t.records[0].message for (service, _), t in templates.items()
                      if service == candidate.service and at_least(t.level, "ERROR")][:6]
-        cause_kind(candidate, context, caller_lines, texts, names, own_lines)
+        cause_kind(candidate, context, caller_lines, texts, names, own_lines, evidence.external)
     result = Localisation("nothing_wrong", candidates=ranked, subject=subject, without_data=without, context=context,
                           graph=graph)
     # A node is a root only when it explains a workload on it: a busy node alone harms nobody.

@@ -168,7 +168,7 @@ def _touches(change: Signal, candidate: Candidate, names) -> bool:
 
 
 def cause_kind(candidate: Candidate, context: list[Signal], caller_lines: list[str], texts: list[str],
-               names: set[str] = frozenset(), own_lines: list[str] = ()) -> None:
+               names: set[str] = frozenset(), own_lines: list[str] = (), external: set[str] = frozenset()) -> None:
     """The candidate's kind: votes of its own signals, of the lines callers wrote about it, of changes on it
     shortly before its onset, and its dependency role when the votes only say "slow" or "refused"."""
     votes: Counter = Counter()
@@ -193,7 +193,7 @@ def cause_kind(candidate: Candidate, context: list[Signal], caller_lines: list[s
             else:
                 votes.update({k: v * (1.5 if _symptom_only(candidate) else 0.5) for k, v in change_votes.items()})
     own = [s.text for s in candidate.signals if s.source == "metric"]
-    role = candidate.role = role_of(candidate.service, texts, own)
+    role = candidate.role = role_of(candidate.service, texts, own, external)
     if role and (not votes or max(votes, key=votes.get) in GENERIC | {"resource.pool"}):
         votes[role] += max(votes.values(), default=0) + 0.5
     specific = [k for k in votes if k not in GENERIC]

@@ -115,6 +115,7 @@ class Evidence:
     empty: set[str] = field(default_factory=set)  # services a query named that returned nothing at all
     window: tuple[float, float] | None = None
     log_windows: dict[str, tuple[float, float]] = field(default_factory=dict)  # service -> span its logs cover
+    external: set[str] = field(default_factory=set)  # ExternalName Services: stand-ins for outside APIs
 
     def services(self) -> set[str]:
         names = {r.service for r in self.logs} | {a.service for a in self.alerts if a.service}
@@ -365,6 +366,7 @@ def _read_kubernetes(evidence: Evidence, inv: str, result: Mapping[str, Any]) ->
             evidence.addresses[key] = target
         if service.get("externalName"):  # an ExternalName Service stands for the outside host it names
             evidence.addresses[str(service["externalName"]).rstrip(".")] = target
+            evidence.external.add(target)
         if service.get("clusterIP") and service["clusterIP"] != "None":
             evidence.addresses[str(service["clusterIP"])] = target
         for endpoint in service.get("endpoints") or []:
