@@ -108,7 +108,7 @@ def localise_evidence(evidence: Evidence, subject: Iterable[str] = ()) -> Locali
     roots = [c for c in ranked if c.explained_by is None and c.strength >= MIN_ROOT_STRENGTH
              and (c.service not in graph.nodes or c.explains)]
     if not roots:
-        if ranked and any(c.strength >= MIN_ROOT_STRENGTH for c in ranked):
+        if any(c.strength >= MIN_ROOT_STRENGTH and c.service not in graph.nodes for c in ranked):
             result.outcome, result.reason = "undetermined", "cycle"
         elif _unjudged_errors(evidence, subject):
             result.outcome, result.reason = "undetermined", "no_baseline"
