@@ -5,7 +5,8 @@ from pathlib import Path
 import pytest
 
 from diagnosis.localisation.outcome import localise
-from tests.localisation.support import Results, flat, scenario_results, stepped
+from diagnosis.evaluation.localisation_report import full_evidence
+from tests.localisation.support import Results, flat, stepped
 
 ROOT = Path(__file__).resolve().parents[2]
 SCENARIOS = sorted((ROOT / "diagnosis/demo/scenarios").iterdir()) + sorted((ROOT / "tests/holdout_scenarios").iterdir())
@@ -83,7 +84,7 @@ def test_with_full_evidence_no_scenario_gets_a_confident_wrong_root(folder):
     import json
     truth = json.loads((folder / "ground_truth.json").read_text())
     scenario = json.loads((folder / "scenario.json").read_text())
-    found = localise(scenario_results(folder), scenario["services"][:1])
+    found = localise(full_evidence(folder), scenario["services"][:1])
     if truth.get("expected_nothing_wrong"):
         assert found.outcome == "nothing_wrong"
     elif found.outcome == "root_cause":
@@ -96,7 +97,7 @@ def test_with_full_evidence_most_scenarios_are_localised():
     for folder in SCENARIOS:
         truth = json.loads((folder / "ground_truth.json").read_text())
         scenario = json.loads((folder / "scenario.json").read_text())
-        found = localise(scenario_results(folder), scenario["services"][:1])
+        found = localise(full_evidence(folder), scenario["services"][:1])
         hits += (found.outcome == "nothing_wrong") if truth.get("expected_nothing_wrong") else (
             found.outcome == "root_cause" and found.root == truth["root_cause_service"])
     assert hits >= 17, f"{hits} of {len(SCENARIOS)}"
