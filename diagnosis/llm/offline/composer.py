@@ -49,9 +49,10 @@ T = {
     "affected": {"en": " It explains the failures of {services}.", "zh": "它导致了 {services} 的故障。"},
     "trigger": {"en": " It began after this change: `{excerpt}`.", "zh": "问题始于这次变更之后：`{excerpt}`。"},
     "low_reason": {"en": "Confidence is limited: {reason}", "zh": "置信度有限：{reason}"},
-    "offline_limit": {"en": "Written by the offline analyser (rule-based pattern matching, no LLM): it recognises known "
-                            "failure patterns and can miss new ones.",
-                      "zh": "本回答由离线分析器生成（基于规则的模式匹配，未使用大模型）：它能识别常见故障模式，但可能遗漏新的故障类型。"},
+    "offline_limit": {"en": "Written by the offline analyser (no LLM): it localises the fault from deviations "
+                            "against each signal's baseline, their onset order and the dependencies the records "
+                            "name, and says undetermined when they do not settle it.",
+                      "zh": "本回答由离线分析器生成（未使用大模型）：它根据各信号相对基线的偏离、出现先后以及记录中提到的依赖来定位故障，无法确定时会如实说明。"},
     "window_limit": {"en": "Only the telemetry of the last hour and the services queried in this run were examined.",
                      "zh": "只检查了最近一小时的遥测数据，以及本次运行中查询过的服务。"},
     "no_evidence": {"en": "No evidence passed verification.", "zh": "没有证据通过校验。"},

@@ -262,12 +262,12 @@ def _simple(si: Mapping[str, Any], request: ChatRequest) -> str:
     if language == "zh":
         text = "你好！我是本诊断服务的离线分析器（基于规则，未使用大模型），不能自由聊天，但可以根据日志、指标、告警和运维手册诊断故障。"
         text += (f"如果想了解 {services[0]} 的问题，请以诊断模式提问，例如“{services[0]} 为什么报错？”。" if services
-                 else "请在问题中指明服务名，例如“payment-service 为什么报错？”，我会给出带证据引用的诊断。")
+                 else "请在问题中指明服务名，例如“checkout-api 为什么报错？”，我会给出带证据引用的诊断。")
         return text
     text = ("Hello! I am the offline analyser of this diagnosis service (rule-based, no LLM). I cannot chat freely, but I can "
             "diagnose incidents from logs, metrics, alerts and runbooks. ")
     text += (f"To look into {services[0]}, ask in diagnosis mode, e.g. “Why is {services[0]} failing?”." if services
-             else "Name the service in your question, e.g. “Why is payment-service failing?”, to get a diagnosis with cited evidence.")
+             else "Name the service in your question, e.g. “Why is checkout-api failing?”, to get a diagnosis with cited evidence.")
     return text
 
 
