@@ -15,6 +15,7 @@ from diagnosis.agents.runtime import question_language
 from diagnosis.demo.loader import load_ground_truth, load_scenario_meta, scenario_dir, shipped_scenarios
 from diagnosis.tools.registry import ALLOWED_TOOLS
 from diagnosis.graph.state import StateKey as K
+from tests.offline.expectations import UNDETERMINED
 from tests.offline.pipeline import MAX_TOOL_CALLS, RunOutcome, run_question
 
 SCENARIOS = [d.name for d in shipped_scenarios()]
@@ -42,15 +43,6 @@ def structured(run: RunOutcome) -> dict:
     return run.state[K.COMPOSER_OUTPUT]["render"]["diagnosis"]
 
 
-# Scenarios whose evidence, as the analyser gathers it within its budget, does not separate the cause: an
-# honest "undetermined" is the right answer there, and a confident wrong root the wrong one. Each is
-# explained in docs/EVALUATION.md; the list may only shrink.
-UNDETERMINED = {
-    "invoice-renderer-slow-flag",  # a flag change and worker kills fit equally well
-    "settlement-replication-lag-zh",  # the replica's lag is told in the caller's words; no record names the database
-    "shipping-misleading-errors",  # the breaking change is on a dependency that itself shows nothing
-    "thumbnailer-oomkilled-k8s",  # the asked-about caller's errors are followed, the OOM kills not reached in budget
-}
 
 
 @pytest.mark.parametrize(("name", "language"), CASES, ids=CASE_IDS)

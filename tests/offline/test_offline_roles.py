@@ -278,7 +278,7 @@ def test_simple_chat_introduces_the_offline_analyser_in_the_users_language(quest
     reply = MODEL.complete(ChatRequest(role="simple", messages=[{"role": "user", "content": question}],
                                        structured_input={"question": question, "history": []}))
     assert expected in reply.content.lower()
-    assert "payment-service" in reply.content  # suggests naming a service
+    assert "checkout-api" in reply.content  # suggests naming a service
 
 
 def test_the_alert_report_lists_the_active_alerts_in_a_table():
