@@ -89,9 +89,10 @@ TEXT = {
                   "zh": "未能检查：本次运行中 `{tool}` 调用失败，{kind}能否证实或否定上述结论尚不可知。"},
     "offline": {"en": "_Offline analyser (rule-based, no LLM)_", "zh": "_离线分析器（基于规则，未使用大模型）_"},
     "offline_limit": {
-        "en": "Written by the offline analyser (rule-based pattern matching, no LLM): it recognises known failure "
-              "patterns and can miss new ones.",
-        "zh": "本回答由离线分析器生成（基于规则的模式匹配，未使用大模型）：它能识别常见故障模式，但可能遗漏新的故障类型。",
+        "en": "Written by the offline analyser (no LLM): it localises the fault from deviations against each "
+              "signal's baseline, their onset order and the dependencies the records name, and says "
+              "undetermined when they do not settle it.",
+        "zh": "本回答由离线分析器生成（未使用大模型）：它根据各信号相对基线的偏离、出现先后以及记录中提到的依赖来定位故障，无法确定时会如实说明。",
     },
 }
 

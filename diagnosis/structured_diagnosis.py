@@ -216,12 +216,22 @@ def record_services(records: Iterable[CitedRecord]) -> list[str]:
 
 
 def service_of(records: Iterable[CitedRecord], chosen: str | None = None) -> str | None:
-    """The root-cause service: the composer's choice when a cited record names it, else the service of
-    the first cited record that names one (a claim's first citation is its primary evidence)."""
+    """The root-cause service: the composer's choice when a cited record is of that service or names it as
+    the host it called, else the service of the first cited record that names one (a claim's first
+    citation is its primary evidence)."""
+    records = list(records)
     named = record_services(records)
-    if chosen and chosen in named:
+    if chosen and (chosen in named or any(names_service(r, chosen) for r in records)):
         return chosen
     return named[0] if named else None
+
+
+def names_service(record: CitedRecord, service: str) -> bool:
+    """Whether a cited record's own text names the service as the host it called (``svc:5432``,
+    ``https://svc.ns.svc/``): a caller's error line is evidence about the dependency it names."""
+    text = " ".join(str(record.record.get(k) or "") for k in ("message", "description"))
+    return bool(_SERVICE.match(service)) and re.search(
+        rf"(?<![\w.-]){re.escape(service)}(?=[.:/]|\s|$)", text) is not None
 
 
 def onset(records: Iterable[CitedRecord]) -> str | None:

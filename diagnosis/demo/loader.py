@@ -17,6 +17,7 @@ from typing import Any, Iterable
 
 from diagnosis.demo.timestamps import TIMESTAMP_LAYOUTS, placeholder_names
 from diagnosis.demo.traces_changes import EvidenceFileError, load_changes, load_traces
+from diagnosis.localisation.taxonomy import CAUSE_KIND_BY_ID
 
 __all__ = [
     "SCENARIOS_DIR",
@@ -117,8 +118,9 @@ def load_scenario_meta(path: Path | str) -> dict[str, Any]:
 
 
 def load_ground_truth(path: Path | str) -> dict[str, Any]:
-    """``ground_truth.json``: root_cause_service (null when nothing is wrong), root_cause,
-    cause_keywords, key_evidence, expected_nothing_wrong, plus optional evaluation hints."""
+    """``ground_truth.json``: root_cause_service (null when nothing is wrong), root_cause, cause_kind
+    (a taxonomy id, absent when nothing is wrong) and also_accepted_kinds, cause_keywords, key_evidence,
+    expected_nothing_wrong, plus optional evaluation hints."""
     file = Path(path) / "ground_truth.json"
     truth = _read_json(file)
     _require(isinstance(truth, dict), file, "expected a JSON object")
@@ -133,6 +135,12 @@ def load_ground_truth(path: Path | str) -> dict[str, Any]:
         items = truth.get(key)
         _require(isinstance(items, list) and items and all(isinstance(i, str) and i for i in items),
                  file, f"'{key}' must be a non-empty list of strings")
+    kind = truth.get("cause_kind")
+    _require(kind is None if nothing_wrong else kind in CAUSE_KIND_BY_ID, file,
+             "'cause_kind' must be a kind of diagnosis/localisation/taxonomy.py (absent only when nothing is wrong)")
+    also = truth.get("also_accepted_kinds", [])
+    _require(isinstance(also, list) and all(k in CAUSE_KIND_BY_ID and k != kind for k in also), file,
+             "'also_accepted_kinds' must list other kinds of the taxonomy")
     for i, spec in enumerate(truth.get("anomalous_metrics") or []):
         _require(isinstance(spec, dict) and all(isinstance(spec.get(k), str) and spec[k] for k in ("metric", "service"))
                  and spec.get("direction") in ("up", "down", "change"), f"{file}: anomalous_metrics[{i}]",

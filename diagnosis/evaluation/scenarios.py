@@ -2,8 +2,8 @@
 against its ground truth (root-cause hit, citation validity, unsupported claims, cost).
 
 Scoring is strict and reads the run's structured diagnosis, never the prose: the root-cause service
-must be the one named, and a cause keyword must appear in the root-cause summary with quoted evidence
-removed. A PASS on a wrong root cause is false confidence, the worst outcome. The old lenient figure
+must be the one named, and its cause kind (``rootCause.cause``, an id of the closed taxonomy) the
+ground truth's ``cause_kind`` or one of its ``also_accepted_kinds``. A PASS on a wrong root cause is false confidence, the worst outcome. The old lenient figure
 (service and keyword anywhere in the answer, quotes included) is kept as a secondary column."""
 
 from __future__ import annotations
@@ -73,6 +73,15 @@ def _unquoted(text: str) -> str:
     return QUOTED.sub(" ", text or "")
 
 
+def cause_named(root: dict, truth: dict) -> bool:
+    """The root cause's kind is the incident's (or one the same evidence legitimately supports); a ground
+    truth written before the kinds existed is scored by its keywords in the summary, quotes removed."""
+    if truth.get("cause_kind"):
+        return root.get("cause") in {truth["cause_kind"], *truth.get("also_accepted_kinds", [])}
+    said = _unquoted(str(root.get("summary") or "")) + " " + str(root.get("cause") or "").replace("_", " ")
+    return any(k.lower() in said.lower() for k in truth.get("cause_keywords", []))
+
+
 def score_run(run: DiagnosisRun, truth: dict) -> dict:
     answer = run.answer or ""
     evaluation = SelfEvaluation.read(run.self_evaluation)
@@ -90,8 +99,7 @@ def score_run(run: DiagnosisRun, truth: dict) -> dict:
     else:
         nothing_wrong_correct = None
         service_hit = root is not None and (root.get("service") or "").lower() == expected.lower()
-        said = _unquoted(str(root.get("summary") or "")) + " " + str(root.get("cause") or "").replace("_", " ") if root else ""
-        cause_hit = root is not None and any(k.lower() in said.lower() for k in truth.get("cause_keywords", []))
+        cause_hit = root is not None and cause_named(root, truth)
         false_confidence = passed and (diagnosis.nothing_wrong or (root is not None and not (service_hit and cause_hit)))
     return {
         "service_hit": service_hit, "cause_hit": cause_hit, "root_cause_hit": service_hit and cause_hit,

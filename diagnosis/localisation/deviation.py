@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from statistics import median
 
 MIN_BASELINE = 8  # points before the onset needed to know what normal is
-MIN_INCIDENT = 2  # points after it: one point is a blip
+MIN_INCIDENT = 3  # points after it: one or two points are a blip
 BAND = 3.0  # a point is beyond the noise band at this many robust deviations
 
 

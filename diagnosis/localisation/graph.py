@@ -27,8 +27,14 @@ from diagnosis.localisation.records import Evidence, Ref, node_of
 _URL_HOST = re.compile(r"\b[a-z][a-z0-9+.-]*:(?:[a-z0-9+.-]+:)?//(?:[^@/\s\"']+@)?([A-Za-z0-9_.-]+)", re.I)
 _HOST_PORT = re.compile(r"(?<![\w.:/-])([A-Za-z][A-Za-z0-9_-]*(?:\.[A-Za-z0-9_-]+)*):(\d{2,5})\b")
 _IP = re.compile(r"(?<![\d.])(\d{1,3}(?:\.\d{1,3}){3})(?![\d.])")
-_KEYED_HOST = re.compile(r"\b(?:host|hostname|server|upstream|peer|addr|address|endpoint|backend|target|dial|"
-                         r"broker|bootstrap\.servers)[\"']?\s*[=:]\s*[\"']?([A-Za-z][A-Za-z0-9_.-]+)", re.I)
+_IP_PORT = re.compile(r"(?<![\d.])(\d{1,3}(?:\.\d{1,3}){3}):\d{2,5}\b")
+# Names on the public internet (a partner's API, a website) are not services of the cluster to query.
+_SOURCE_FILE = re.compile(r"\.(?:java|kt|scala|py|go|js|ts|rb|cs|cpp|cc|c|h|rs|php|ex|exs|erl|clj)$")
+_PUBLIC_SUFFIX = re.compile(r"\.(?:com|org|net|io|dev|app|cloud|co|uk|de|cn|example)$", re.I)
+# Keys that name where a call went (not ``client`` or nginx's ``server``/``host``, which name this side).
+_KEYED_HOST = re.compile(r"\b(?:db_?host|upstream_?host|peer|peer\.service|addr|remote_addr|endpoint|backend|"
+                         r"target|dial|broker|bootstrap\.servers|dependency|callee|to)[\"']?\s*[=:]\s*[\"']?"
+                         r"([A-Za-z][A-Za-z0-9_.-]+)", re.I)
 _DIGITS = re.compile(r"\d+")
 _WORD = re.compile(r"[A-Za-z][A-Za-z0-9_-]*[A-Za-z0-9](?:\.[A-Za-z0-9_-]+)*")
 _CALLER_CALLEE = (("source_workload", "destination_workload"), ("deployment", "dst_deployment"),
@@ -60,6 +66,15 @@ class Graph:
         if ref is not None and len(edge.refs) < 3 and ref not in edge.refs:
             edge.refs.append(ref)
 
+    def note_unresolved(self, service: str, addresses: list[str], ref: Ref) -> None:
+        seen = {a for a, _ in self.unresolved[service]}
+        for address in addresses:
+            if address not in seen and len(self.unresolved[service]) < 5:
+                self.unresolved[service].append((address, ref))
+                seen.add(address)
+        if not self.unresolved[service]:
+            del self.unresolved[service]
+
     def dependencies(self, service: str) -> list[Edge]:
         return [e for (a, _), e in self.edges.items() if a == service]
 
@@ -79,19 +94,26 @@ def resolve(name: str, evidence: Evidence, known: set[str]) -> str | None:
     return None
 
 
+def _addresses(message: str) -> list[str]:
+    """Where a line says a call went: URL and connection-string hosts, ``host:port``, ``IP:port`` and
+    keyed hosts (a bare IP is more often the client's)."""
+    names = [m.group(1) for m in _URL_HOST.finditer(message)] + [m.group(1) for m in _HOST_PORT.finditer(message)]
+    names += [m.group(1) for m in _IP_PORT.finditer(message)] + [m.group(1) for m in _KEYED_HOST.finditer(message)]
+    return [n.rstrip(".") for n in dict.fromkeys(names) if not _SOURCE_FILE.search(n)]
+
+
 def named_in(message: str, evidence: Evidence, known: set[str]) -> tuple[list[str], list[str]]:
     """The services a line names, and the addresses it names that resolve to nothing."""
     found, unresolved = [], []
-    candidates = [m.group(1) for m in _URL_HOST.finditer(message)]
-    candidates += [m.group(1) for m in _HOST_PORT.finditer(message)]
-    candidates += [m.group(1) for m in _KEYED_HOST.finditer(message)]
-    candidates += _IP.findall(message)
-    for name in dict.fromkeys(candidates):
+    for name in _addresses(message):
         target = resolve(name, evidence, known)
         if target:
             found.append(target)
-        elif _IP.fullmatch(name) or "." in name:
+        elif not _PUBLIC_SUFFIX.search(name):
             unresolved.append(name)
+    for ip in _IP.findall(message):
+        if ip in evidence.addresses:
+            found.append(evidence.addresses[ip])
     for word in _WORD.findall(message):
         if ("-" in word or "." in word or "_" in word) and word not in found:
             target = resolve(word, evidence, known)
@@ -100,11 +122,15 @@ def named_in(message: str, evidence: Evidence, known: set[str]) -> tuple[list[st
     return list(dict.fromkeys(found)), list(dict.fromkeys(unresolved))
 
 
-def addressed_in(message: str, evidence: Evidence, known: set[str]) -> list[str]:
-    """The services a line reaches by URL, connection string, ``host:port`` or keyed host."""
-    names = [m.group(1) for m in _URL_HOST.finditer(message)] + [m.group(1) for m in _HOST_PORT.finditer(message)]
-    names += [m.group(1) for m in _KEYED_HOST.finditer(message)]
-    return [t for t in dict.fromkeys(resolve(n, evidence, known) for n in names) if t]
+def addressed_in(message: str, evidence: Evidence, known: set[str]) -> tuple[list[str], list[str]]:
+    """The services a line reaches by URL, connection string, ``host:port`` or keyed host, and the
+    addresses of those that resolve to nothing known."""
+    found, unresolved = [], []
+    for name in _addresses(message):
+        target = resolve(name, evidence, known)
+        if target or not _PUBLIC_SUFFIX.search(name):
+            (found if target else unresolved).append(target or name)
+    return list(dict.fromkeys(found)), unresolved
 
 
 def build_graph(evidence: Evidence) -> Graph:
@@ -123,16 +149,16 @@ def build_graph(evidence: Evidence) -> Graph:
             shape = (record.service, _DIGITS.sub("0", record.message[:160]))
             routine[shape] += 1
             if routine[shape] <= 2:
-                for target in addressed_in(record.message, evidence, known - {record.service}):
+                targets, unresolved = addressed_in(record.message, evidence, known - {record.service})
+                for target in targets:
                     graph.add(record.service, target, "log", record.ref)
+                graph.note_unresolved(record.service, unresolved, record.ref)
             continue
         services, unresolved = named_in(record.message, evidence, known - {record.service})
         for target in services:
             if target != record.service:
                 graph.add(record.service, target, "log", record.ref)
-        for address in unresolved:
-            if len(graph.unresolved[record.service]) < 5:
-                graph.unresolved[record.service].append((address, record.ref))
+        graph.note_unresolved(record.service, unresolved, record.ref)
     for call in evidence.calls:
         graph.add(call.caller, call.callee, "trace", call.ref)
     def node_key(node: str) -> str:

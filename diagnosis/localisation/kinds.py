@@ -3,7 +3,7 @@
 Each signal votes: a metric by its kind (CPU, memory, disk, pool saturation), a Kubernetes fact by its
 reason, a change by its kind, and a log template by words that mean the same thing across stacks
 (the phrases of glibc, Go, Java, Node.js, Python, PostgreSQL, MySQL, Redis, nginx and Envoy for the
-same failure). The words are matched case-insensitively on word boundaries against the template
+same failure, and the Chinese terms for it). The words are matched case-insensitively on word boundaries against the template
 text (placeholders masked), never against one incident's wording. A dependency's role (database,
 cache, queue, external API) comes from the schemes, images and metric prefixes that name it.
 """
@@ -13,54 +13,55 @@ from __future__ import annotations
 import re
 from collections import Counter
 
-from diagnosis.localisation.signals import Signal
+from diagnosis.localisation.signals import Signal, metric_kind
 
 _WORDS: tuple[tuple[str, str, float], ...] = (
-    ("network.dns", r"no such host|nxdomain|name resolution|unknownhost|enotfound|could not resolve|"
+    ("network.dns", r"域名解析|解析失败|no such host|nxdomain|name resolution|unknownhost|enotfound|could not resolve|"
                     r"servfail|name or service not known|nodename nor servname|dns (?:lookup|resolution)|"
                     r"resolv|lookup \S+ on", 3.0),
-    ("network.tls", r"x509|certificate|tls|ssl|handshake|pkix|cert(?:ificate)? (?:has )?expired|"
+    ("network.tls", r"证书|x509|certificate|tls|ssl|handshake|pkix|cert(?:ificate)? (?:has )?expired|"
                     r"unknown authority", 3.0),
-    ("network.refused", r"connection refused|econnrefused|connection reset|econnreset|reset by peer|"
+    ("network.refused", r"连接被拒绝|拒绝连接|连接重置|connection refused|econnrefused|connection reset|econnreset|reset by peer|"
                         r"broken pipe|connect(?:ion)? failed|no healthy upstream|upstream connect error|"
                         r"refused", 2.0),
-    ("network.timeout", r"timed? ?out|timeout|deadline exceeded|etimedout|context deadline|"
+    ("network.timeout", r"超时|timed? ?out|timeout|deadline exceeded|etimedout|context deadline|"
                         r"read timeout|upstream request timeout|took too long", 1.5),
-    ("network.loss", r"no route to host|network is unreachable|ehostunreach|enetunreach|packet loss|"
-                     r"retransmi|unreachable", 3.0),
-    ("resource.memory", r"out ?of ?memory|outofmemory|heap space|oomkilled|oom|cannot allocate memory|"
+    ("network.loss", r"丢包|网络不可达|no route to host|network is unreachable|ehostunreach|enetunreach|packet loss|"
+                     r"retransmi|retranssegs|unreachable|packets? dropped|dropped packets|drops|"
+                     r"(?:receive|transmit) (?:packets )?dropped", 3.0),
+    ("resource.memory", r"内存不足|内存溢出|内存耗尽|out ?of ?memory|outofmemory|heap space|oomkilled|oom|cannot allocate memory|"
                         r"memory limit|gc overhead|killed process", 3.0),
-    ("resource.disk", r"no space left|enospc|disk (?:is )?full|filesystem (?:is )?full|disk quota|"
+    ("resource.disk", r"磁盘已满|磁盘空间不足|空间不足|no space left|enospc|disk (?:is )?full|filesystem (?:is )?full|disk quota|"
                       r"read-only file system|insufficient (?:disk|storage)", 3.0),
     ("resource.cpu", r"cpu|throttl(?:ed|ing) (?:cpu|cfs)|load average", 1.0),
-    ("resource.pool", r"(?:connection|thread|worker|db|database|client) ?pool|pool (?:is )?(?:exhausted|full|"
+    ("resource.pool", r"连接池|线程池|(?:connection|thread|worker|db|database|client) ?pool|pool (?:is )?(?:exhausted|full|"
                       r"timeout|limit|size)|hikaripool|connection is not available|too many connections|too many clients|max_connections|connection limit|"
                       r"no (?:available|free) (?:connection|worker|thread)|exhausted|"
                       r"remaining connection slots|queue (?:is )?full|rejectedexecution", 2.5),
-    ("change.config", r"config(?:uration)?|invalid (?:value|setting|option)|missing (?:key|setting|env)|"
+    ("change.config", r"配置|config(?:uration)?|invalid (?:value|setting|option)|missing (?:key|setting|env)|"
                       r"unknown (?:option|directive|setting)|parse error in|yaml|toml", 1.5),
-    ("change.secret", r"secret|credential|password|access denied|authentication failed|unauthori[sz]ed|"
-                      r"invalid (?:api )?key|forbidden|permission denied|401|403", 2.0),
+    ("change.secret", r"密码|凭据|认证失败|鉴权失败|secret|credential|password|access denied|authentication failed|unauthori[sz]ed|"
+                      r"invalid (?:api )?key|forbidden|permission denied|40[13](?!\d)", 2.0),
     ("change.image", r"imagepull|errimagepull|image|manifest unknown|pull access denied", 2.0),
     ("change.flag", r"feature flag|flag|toggle|experiment", 2.0),
     ("change.deploy", r"deploy|rollout|release|version|upgrade|rolled out|new revision", 1.0),
-    ("dependency.database", r"database|deadlock|lock wait|replica(?:tion)? lag|slave lag|sqlstate|"
+    ("dependency.database", r"数据库|从库|主库|主从|复制延迟|死锁|锁等待|database|deadlock|lock wait|replica(?:tion)? lag|slave lag|sqlstate|"
                             r"slow query|query execution|jdbc|postgres|mysql|mariadb|mongo", 1.5),
-    ("dependency.cache", r"redis|memcache|cache|maxmemory|evict", 1.5),
-    ("dependency.queue", r"kafka|rabbit|amqp|broker|consumer|partition|nats|sqs|pubsub|queue", 1.5),
+    ("dependency.cache", r"缓存|redis|memcache|cache|maxmemory|evict", 1.5),
+    ("dependency.queue", r"消息队列|消息积压|消费延迟|kafka|rabbit|amqp|broker|consumer|partition|nats|sqs|pubsub|queue", 1.5),
     ("dependency.external_api", r"third[- ]party|external api|partner|provider|upstream api|vendor", 1.5),
     ("data.schema", r"column|no such table|doesn't exist|does not exist|schema|migration|undefined table|"
                     r"unknown column|relation \S+ does not exist|missing field", 2.5),
     ("data.poison_message", r"deserializ|unmarshal|malformed|cannot (?:parse|decode)|unparseable|poison|"
                             r"dead[- ]letter|dlq|invalid (?:json|payload|message|record)", 2.5),
-    ("capacity.rate_limit", r"rate ?limit|too many requests|429|throttl|slow down|request limit", 3.0),
-    ("capacity.quota", r"quota|limit exceeded|exceeded (?:the )?limit|resourceexhausted|insufficient quota", 3.0),
+    ("capacity.rate_limit", r"限流|rate ?limit|too many requests|429(?!\d)|throttl|slow down|request limit", 3.0),
+    ("capacity.quota", r"配额|quota|limit exceeded|exceeded (?:the )?limit|resourceexhausted|insufficient quota", 3.0),
     ("scheduling.pending", r"failedscheduling|unschedulable|insufficient (?:cpu|memory)|pending|"
                            r"didn't match|untolerated taint", 3.0),
     ("scheduling.eviction", r"evict", 2.5),
     ("scheduling.node_pressure", r"memorypressure|diskpressure|pidpressure|node pressure|nodenotready", 3.0),
 )
-_COMPILED = [(kind, re.compile(rf"(?<![A-Za-z])(?:{words})", re.I), weight) for kind, words, weight in _WORDS]
+_COMPILED = [(kind, re.compile(rf"(?<![A-Za-z0-9])(?:{words})", re.I), weight) for kind, words, weight in _WORDS]
 
 _METRIC_KINDS = {"cpu": "resource.cpu", "memory": "resource.memory", "disk": "resource.disk"}
 _KUBE_REASONS = (
@@ -107,6 +108,9 @@ def signal_votes(signal: Signal, names: set[str] | frozenset = frozenset()) -> C
         elif signal.kind == "saturation":
             votes["resource.pool"] += 1.0 * signal.strength
             votes.update({k: v * 0.3 for k, v in word_votes(signal.text.replace("_", " "), names).items()})
+        else:  # what the series counts, by its name: dropped packets, evictions, throttled requests
+            votes.update({k: v * 0.5 * signal.strength
+                          for k, v in word_votes(signal.text.replace("_", " "), names).items()})
         return votes
     if signal.source == "kube":
         for pattern, kind in _KUBE_REASONS:
@@ -120,25 +124,49 @@ def signal_votes(signal: Signal, names: set[str] | frozenset = frozenset()) -> C
         votes.update({k: v * 0.5 for k, v in word_votes(signal.text, names).items()})
         return votes
     if signal.source == "change":
-        kind = _CHANGE_KINDS.get(signal.kind, "change.deploy")
-        what = word_votes(signal.detail.get("what", ""), names)
-        for refined in ("change.image", "change.flag", "change.secret", "change.config"):
-            if what.get(refined) and kind in ("change.deploy", "change.config"):
-                kind = refined
-                break
-        votes[kind] += 2.0
+        votes[change_kind(signal.kind, masked(str(signal.detail.get("what", "")), names))] += 2.0
         return votes
-    if signal.source in ("log", "trace"):
+    if signal.source in ("log", "trace", "named"):
         votes.update({k: v * signal.strength for k, v in word_votes(signal.text, names).items()})
     return votes
 
 
-def role_of(service: str, texts: list[str]) -> str | None:
-    """The dependency role of a service when the evidence names it by a scheme, driver or metric prefix."""
+_CHANGE_WHAT = (
+    ("change.flag", re.compile(r"feature[ _-]?flag|\bflag\b|toggle|experiment|rollout percentage", re.I)),
+    ("change.secret", re.compile(r"secret|credential|password|api[ _-]?key|token|certificate", re.I)),
+    ("change.image", re.compile(r"\bimage\b|:\d+\.\d+\.\d+ -> |tag", re.I)),
+    ("change.config", re.compile(r"config|setting|parameter|\S+=\S+|enabled|disabled|limit|timeout|size", re.I)),
+)
+
+
+def change_kind(kind: str, what: str) -> str:
+    """A change record's kind, refined by what it says changed: a flag, a secret, an image, a setting."""
+    if kind in ("secret", "config"):
+        return _CHANGE_KINDS[kind] if kind == "secret" or not _CHANGE_WHAT[0][1].search(what) else "change.flag"
+    for refined, pattern in _CHANGE_WHAT:
+        if pattern.search(what):
+            return refined
+    return "change.deploy"
+
+
+def role_of(service: str, texts: list[str], own_metrics: list[str] = (), external: set[str] = frozenset()) -> str | None:
+    """The dependency role of a service when the evidence names it by a scheme or driver next to its name,
+    when its own metrics carry a datastore exporter's prefix, or when it is an ExternalName Service."""
+    if service in external:
+        return "dependency.external_api"
     for role, pattern in _ROLE_HINTS:
+        if any(pattern.match(name) for name in own_metrics):
+            return role
         for text in texts:
             for match in pattern.finditer(text):
-                window = text[max(0, match.start() - 5): match.end() + 80]
-                if service in window or match.group(0).endswith("_"):
+                if not match.group(0).endswith("_") and service in text[match.end(): match.end() + 80]:
                     return role
     return None
+
+
+def evident(kind: str, text: str) -> bool:
+    """Whether a text (quoted records) shows a fault of this kind by the words or metric kinds that mean it."""
+    if word_votes(text).get(kind):
+        return True
+    names = re.findall(r"[a-zA-Z_:][a-zA-Z0-9_:]{3,}", text)
+    return any(_METRIC_KINDS.get(metric_kind(n, {})) == kind for n in names)

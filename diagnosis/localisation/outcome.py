@@ -13,18 +13,20 @@ explains candidates away and ranks the roots, then decides honestly:
 
 from __future__ import annotations
 
-import math
+import re
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
 
-from diagnosis.localisation.graph import Edge, build_graph
+from diagnosis.localisation.graph import Edge, Graph, build_graph, named_in
+from diagnosis.localisation.kinds import word_votes
 from diagnosis.localisation.levels import at_least
 from diagnosis.localisation.ranking import TOLERANCE_S, Candidate, cause_kind, candidates_of, explain, rank
-from diagnosis.localisation.records import Evidence, Ref, read_evidence
-from diagnosis.localisation.signals import Signal, all_signals
+from diagnosis.localisation.records import Evidence, Ref, node_of, read_evidence, service_of
+from diagnosis.localisation.signals import MIN_BASELINE_S, Signal, all_signals
 
 MIN_ROOT_STRENGTH = 0.45
-KIND_MARGIN = 1.25  # the winning kind's votes over the runner-up's for a decisive kind
+KIND_MARGIN = 1.25
+MIN_KIND_VOTES = 1.2  # one passing word is not a kind  # the winning kind's votes over the runner-up's for a decisive kind
 
 
 @dataclass
@@ -47,6 +49,11 @@ class Localisation:
     path: list[Edge] = field(default_factory=list)  # subject -> ... -> root, the edges that link them
     next_checks: list[NextCheck] = field(default_factory=list)
     context: list[Signal] = field(default_factory=list)  # changes and alerts, never a cause by themselves
+    graph: Graph = field(default_factory=Graph)
+
+    def edges_from(self, services: Iterable[str]) -> list[Edge]:
+        """The dependencies of these services, in the order given."""
+        return [e for s in dict.fromkeys(services) for e in self.graph.dependencies(s)]
 
     @property
     def decisive(self) -> bool:
@@ -82,8 +89,9 @@ def localise_evidence(evidence: Evidence, subject: Iterable[str] = ()) -> Locali
     without = [s for s in subject if s not in known]
     context = [s for s in signals if not s.fault]
     if subject and len(without) == len(subject):
-        return Localisation("no_data", subject=subject, without_data=without, context=context,
+        return Localisation("no_data", subject=subject, without_data=without, context=context, graph=graph,
                             next_checks=[NextCheck("query_logs", {"service": s}, "no telemetry was found") for s in without])
+    signals += named_signals(signals, evidence, graph)
     candidates = candidates_of(signals)
     explain(candidates, graph)
     ranked = rank(candidates)
@@ -91,14 +99,19 @@ def localise_evidence(evidence: Evidence, subject: Iterable[str] = ()) -> Locali
     texts = [r.message for r in evidence.logs if at_least(r.level, "WARN")] + [s.name for s in evidence.series]
     for candidate in ranked:
         caller_lines = [ref.excerpt for edge in graph.callers(candidate.service) if edge.via == "log" for ref in edge.refs]
-        caller_lines += [t.records[0].message for (service, _), t in templates.items()
-                         if service == candidate.service and at_least(t.level, "ERROR")][:6]
-        cause_kind(candidate, context, caller_lines, texts, names)
-    result = Localisation("nothing_wrong", candidates=ranked, subject=subject, without_data=without, context=context)
-    roots = [c for c in ranked if c.explained_by is None and c.strength >= MIN_ROOT_STRENGTH]
+        own_lines = [t.records[0].message for (service, _), t in templates.items()
+                     if service == candidate.service and at_least(t.level, "ERROR")][:6]
+        cause_kind(candidate, context, caller_lines, texts, names, own_lines, evidence.external)
+    result = Localisation("nothing_wrong", candidates=ranked, subject=subject, without_data=without, context=context,
+                          graph=graph)
+    # A node is a root only when it explains a workload on it: a busy node alone harms nobody.
+    roots = [c for c in ranked if c.explained_by is None and c.strength >= MIN_ROOT_STRENGTH
+             and (c.service not in graph.nodes or c.explains)]
     if not roots:
-        if ranked and any(c.strength >= MIN_ROOT_STRENGTH for c in ranked):
+        if any(c.strength >= MIN_ROOT_STRENGTH and c.service not in graph.nodes for c in ranked):
             result.outcome, result.reason = "undetermined", "cycle"
+        elif _unjudged_errors(evidence, subject):
+            result.outcome, result.reason = "undetermined", "no_baseline"
         return result
     top = roots[0]
     result.root, result.kind, result.onset = top.service, top.kind, top.onset
@@ -111,6 +124,41 @@ def localise_evidence(evidence: Evidence, subject: Iterable[str] = ()) -> Locali
     return result
 
 
+PEER_KINDS = ("network.tls", "network.refused", "network.loss", "network.timeout")
+
+
+def named_signals(signals: list[Signal], evidence: Evidence, graph: Graph) -> list[Signal]:
+    """What callers' errors say about a dependency they name that shows nothing itself: a certificate it
+    presents, a port that refuses, a path that drops or a reply that never comes. The dependency gets a
+    signal of that kind, citing the caller's line (the evidence names it; it is not observed on it)."""
+    faulty = {s.entity for s in signals if s.fault}
+    known = evidence.services()
+    out = []
+    for signal in signals:
+        if signal.source != "log" or signal.detail.get("level") not in ("ERROR", "FATAL") or not signal.refs:
+            continue
+        votes = word_votes(signal.refs[0].excerpt, known)
+        kind = max(PEER_KINDS, key=lambda k: votes.get(k, 0))
+        if not votes.get(kind):
+            continue
+        named, _ = named_in(signal.refs[0].excerpt, evidence, known - {signal.entity})
+        for service in named[:1]:
+            if service not in faulty and service not in graph.nodes:
+                out.append(Signal(service, "named", kind, signal.onset, 0.6, list(signal.refs), signal.text,
+                                  detail={"caller": signal.entity}))
+    return out
+
+
+def _unjudged_errors(evidence: Evidence, subject: list[str]) -> list[str]:
+    """Services with error lines but too little log history before them to tell an incident from routine."""
+    firsts: dict[str, float] = {}
+    for record in evidence.logs:
+        if at_least(record.level, "ERROR") and (not subject or record.service in subject):
+            firsts[record.service] = min(record.ts, firsts.get(record.service, record.ts))
+    return [s for s, first in firsts.items()
+            if s not in evidence.log_windows or first - evidence.log_windows[s][0] < MIN_BASELINE_S]
+
+
 def _doubt(top: Candidate, roots: list[Candidate], graph, evidence: Evidence, candidates, context: list[Signal]) -> str:
     """Why the top root is not decisive, or "" when it is."""
     if len(roots) > 1:
@@ -119,17 +167,21 @@ def _doubt(top: Candidate, roots: list[Candidate], graph, evidence: Evidence, ca
         if close and second.strength >= 0.7 * top.strength and len(second.explains) >= len(top.explains):
             return "not_separated"
     unexamined = [e.callee for e in graph.dependencies(top.service)
-                  if e.callee not in candidates and e.callee not in evidence.services() and not e.callee.startswith("node:")]
-    if unexamined and _symptom_like(top):
+                  if e.callee not in candidates and e.callee not in evidence.services() and e.callee not in graph.nodes]
+    if unexamined and not _intrinsic(top):
         return "dependency_not_examined"
-    if graph.unresolved.get(top.service) and _symptom_like(top):
+    if graph.unresolved.get(top.service) and not _intrinsic(top):
         return "address_not_resolved"
+    if (top.kind or "").startswith("dependency.") and top.role != top.kind:
+        return "dependency_not_identified"  # its errors blame a dependency the evidence does not name
+    if _starved(top) and _unexamined_nodes(top, graph, evidence):
+        return "node_not_examined"
     changed = [e.callee for e in graph.dependencies(top.service) if e.via != "placement" and any(
         c.source == "change" and c.entity == e.callee and c.onset is not None and top.onset is not None
         and top.onset - 3600 <= c.onset <= top.onset + TOLERANCE_S for c in context)]
     if changed and not any(c.source == "change" and c.entity == top.service for c in context):
         return "dependency_changed"
-    if top.kind is None:
+    if top.kind is None or top.kind_votes[top.kind] < MIN_KIND_VOTES:
         return "kind_unknown"
     ranked = sorted(top.kind_votes.items(), key=lambda kv: -kv[1])
     if len(ranked) > 1 and ranked[0][1] < KIND_MARGIN * ranked[1][1] \
@@ -138,20 +190,59 @@ def _doubt(top: Candidate, roots: list[Candidate], graph, evidence: Evidence, ca
     return ""
 
 
-def _symptom_like(candidate: Candidate) -> bool:
-    return candidate.kind in (None, "network.timeout", "network.refused", "resource.pool")
+# Kinds that are a fault of the service itself, whatever it calls: its own resources, its own changes,
+# its scheduling, its certificates, the data it was given.
+INTRINSIC_FAMILIES = ("change", "scheduling", "data")
+INTRINSIC_KINDS = {"resource.cpu", "resource.memory", "resource.disk", "network.tls"}
+
+
+def _intrinsic(candidate: Candidate) -> bool:
+    kind = candidate.kind or ""
+    return kind in INTRINSIC_KINDS or kind.split(".")[0] in INTRINSIC_FAMILIES
+
+
+_STARVED = re.compile(r"pressure|throttl|wait|steal|starv|stall", re.I)
+
+
+def _starved(candidate: Candidate) -> bool:
+    """Short of CPU or memory it did not take itself: pressure, throttling, steal (not its own usage)."""
+    return any(s.source == "metric" and s.kind in ("cpu", "memory") and _STARVED.search(s.text) for s in candidate.faults)
+
+
+def _unexamined_nodes(candidate: Candidate, graph, evidence: Evidence) -> list[str]:
+    """The nodes a starved service runs on whose own series no query returned."""
+    seen = {service_of(s.labels) for s in evidence.series}
+    seen |= {node_of(s.labels) for s in evidence.series if not service_of(s.labels)}
+    return [e.callee for e in graph.dependencies(candidate.service)
+            if e.via == "placement" and e.callee.removeprefix("node:") not in seen]
 
 
 def _next_checks(top: Candidate, graph, evidence: Evidence) -> list[NextCheck]:
     checks = []
+    for node in (_unexamined_nodes(top, graph, evidence) if _starved(top) else [])[:1]:
+        name = node.removeprefix("node:")
+        checks.append(NextCheck("query_metrics", {"query": f'{{node="{name}"}}'}, f"{top.service} runs on {name}"))
     for edge in graph.dependencies(top.service):
         if edge.callee not in evidence.services() and not edge.callee.startswith("node:"):
             checks.append(NextCheck("query_logs", {"service": edge.callee}, f"{top.service} depends on it"))
             checks.append(NextCheck("query_metrics", {"service": edge.callee}, f"{top.service} depends on it"))
     for address, _ref in graph.unresolved.get(top.service, [])[:2]:
-        checks.append(NextCheck("query_kubernetes", {"kind": "service", "name": address.split(".", 1)[0]},
-                                f"which service answers at {address}"))
+        name = service_in_address(address)
+        if name is None:
+            continue
+        # Kubernetes DNS names a Service by its first label (<service>.<namespace>.svc.cluster.local).
+        checks.append(NextCheck("query_logs", {"service": name}, f"{top.service} calls {address}"))
+        checks.append(NextCheck("query_metrics", {"service": name}, f"{top.service} calls {address}"))
+        checks.append(NextCheck("query_kubernetes", {"kind": "service", "name": name}, f"which pods answer at {address}"))
     return checks
+
+
+def service_in_address(address: str) -> str | None:
+    """The Service an in-cluster address names, or None for an IP."""
+    if re.fullmatch(r"[\d.]+", address):
+        return None
+    name = address.split(".", 1)[0]
+    return name if re.fullmatch(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?", name) else None
 
 
 def _path(subject: list[str], root: str, graph) -> list[Edge]:

@@ -10,6 +10,7 @@ ranked by onset (earliest first), then by how many other candidates they explain
 from __future__ import annotations
 
 import math
+import re
 from collections import Counter
 from dataclasses import dataclass, field
 
@@ -32,6 +33,7 @@ class Candidate:
     explains: list[str] = field(default_factory=list)
     kind: str | None = None
     kind_votes: Counter = field(default_factory=Counter)
+    role: str | None = None  # dependency.database | dependency.cache | dependency.queue, when the evidence says
 
     @property
     def faults(self) -> list[Signal]:
@@ -104,6 +106,9 @@ def _symptom_only(candidate: Candidate) -> bool:
 
 
 def _root_of_pair(a: Candidate, b: Candidate, nodes: set[str]) -> Candidate:
+    for blamed, blamer in ((a, b), (b, a)):  # the one whose errors name the other as the faulty peer
+        if any(s.source == "named" and s.detail.get("caller") == blamer.service for s in blamed.signals):
+            return blamed
     if (a.service in nodes) != (b.service in nodes):
         return b if a.service in nodes else a  # a node is short of what a workload on it takes
     if a.onset is not None and b.onset is not None and abs(a.onset - b.onset) > 1:
@@ -138,23 +143,64 @@ def rank(candidates: dict[str, Candidate]) -> list[Candidate]:
     return sorted(roots, key=key) + sorted(rest, key=key)
 
 
+_TOKEN = re.compile(r"[a-z][a-z0-9]{3,}")
+_COMMON = frozenset({"service", "error", "errors", "request", "requests", "time", "seconds", "total", "count", "http",
+                     "server", "client", "failed", "with", "from", "that", "this", "after", "ratio", "rate", "bytes",
+                     "level", "info", "warn", "applied", "change", "config", "configuration", "version", "deploy",
+                     "rollout", "push", "enabled", "disabled", "value", "size", "the", "was", "now", "every", "image",
+                     "registry", "internal", "revision", "started", "finished", "pulled", "replicas"})
+
+
+def _tokens(text: str, names) -> set[str]:
+    for name in names:
+        text = text.replace(name, " ")
+    return set(_TOKEN.findall(text.lower().replace("_", " ").replace(".", " "))) - _COMMON
+
+
+def _touches(change: Signal, candidate: Candidate, names) -> bool:
+    """Whether a change names something that deviates on the candidate (a setting, a feature, a table)."""
+    said = _tokens(str(change.detail.get("what") or change.text), names)
+    shown = set()
+    for signal in candidate.faults:
+        if signal.source in ("metric", "log"):
+            shown |= _tokens(signal.text + " " + " ".join(r.excerpt for r in signal.refs[:1]), names)
+    return bool(said & shown)
+
+
 def cause_kind(candidate: Candidate, context: list[Signal], caller_lines: list[str], texts: list[str],
-               names: set[str] = frozenset()) -> None:
+               names: set[str] = frozenset(), own_lines: list[str] = (), external: set[str] = frozenset()) -> None:
     """The candidate's kind: votes of its own signals, of the lines callers wrote about it, of changes on it
     shortly before its onset, and its dependency role when the votes only say "slow" or "refused"."""
     votes: Counter = Counter()
     for signal in candidate.faults:
         votes.update(signal_votes(signal, names))
-    for text in caller_lines:
+    for text in caller_lines:  # what its callers say about it
         votes.update({k: 0.5 * v for k, v in word_votes(text, names).items()})
+    for text in own_lines:  # its own error shapes, also those with no rate change (a job that only fails)
+        votes.update({k: 0.75 * v for k, v in word_votes(text, names).items()})
     onset = candidate.onset
     for signal in context:
-        if signal.source == "change" and onset is not None and signal.onset is not None \
-                and onset - 3600 <= signal.onset <= onset + TOLERANCE_S:
-            votes.update({k: v * (1.5 if _symptom_only(candidate) else 0.5)
-                          for k, v in signal_votes(signal, names).items()})
-    role = role_of(candidate.service, texts)
+        if signal.source == "change" and signal.entity == candidate.service and onset is not None \
+                and signal.onset is not None and onset - 3600 <= signal.onset <= onset + TOLERANCE_S:
+            change_votes = signal_votes(signal, names)
+            typed = any(s.source == "kube" and s.kind not in ("BackOff", "Unhealthy", "Failed", "Killing")
+                        for s in candidate.faults)
+            if _touches(signal, candidate, names) and not typed:
+                # The change touched what deviates (the setting of the cache whose misses rose): it is the
+                # cause, and what deviates is how it shows. A typed Kubernetes reason still names its own kind.
+                top = max(votes.values(), default=0.0)
+                votes.update({k: v + top + 0.5 for k, v in change_votes.items()})
+            else:
+                votes.update({k: v * (1.5 if _symptom_only(candidate) else 0.5) for k, v in change_votes.items()})
+    own = [s.text for s in candidate.signals if s.source == "metric"]
+    role = candidate.role = role_of(candidate.service, texts, own, external)
     if role and (not votes or max(votes, key=votes.get) in GENERIC | {"resource.pool"}):
         votes[role] += max(votes.values(), default=0) + 0.5
+    specific = [k for k in votes if k not in GENERIC]
+    if specific and max(votes[k] for k in specific) >= 1.0:
+        # "Timed out" and "refused" are how most faults look from a caller: a specific kind the same
+        # records show (a pool, a certificate, a quota) says more.
+        for kind in GENERIC & set(votes):
+            votes[kind] *= 0.6
     candidate.kind_votes = votes
     candidate.kind = max(sorted(votes), key=lambda k: votes[k]) if votes else None

@@ -115,6 +115,7 @@ class Evidence:
     empty: set[str] = field(default_factory=set)  # services a query named that returned nothing at all
     window: tuple[float, float] | None = None
     log_windows: dict[str, tuple[float, float]] = field(default_factory=dict)  # service -> span its logs cover
+    external: set[str] = field(default_factory=set)  # ExternalName Services: stand-ins for outside APIs
 
     def services(self) -> set[str]:
         names = {r.service for r in self.logs} | {a.service for a in self.alerts if a.service}
@@ -214,7 +215,7 @@ def read_evidence(results: Iterable[Mapping[str, Any]]) -> Evidence:
         asked = arguments.get("service") or arguments.get("name")
         if isinstance(asked, str) and asked and tool in ("query_logs", "query_metrics", "query_kubernetes"):
             evidence.queried.append(asked)
-        low, high = parse_time(result.get("start")), parse_time(result.get("end"))
+        low, high = _window(result)
         if low is not None and high is not None and tool in ("query_logs", "query_metrics"):
             lows.append(low)
             highs.append(high)
@@ -227,6 +228,14 @@ def read_evidence(results: Iterable[Mapping[str, Any]]) -> Evidence:
         evidence.window = (min(lows), max(highs))
     evidence.queried = list(dict.fromkeys(evidence.queried))
     return evidence
+
+
+def _window(result: Mapping[str, Any]) -> tuple[float | None, float | None]:
+    """The time range a result covers: its own ``start``/``end``, or those of the ``request`` the tool box
+    keeps the call's arguments under."""
+    request = result.get("request") if isinstance(result.get("request"), Mapping) else {}
+    return (parse_time(result.get("start") or request.get("start")),
+            parse_time(result.get("end") or request.get("end")))
 
 
 def _read_logs(evidence: Evidence, inv: str, result: Mapping[str, Any]) -> int:
@@ -244,7 +253,7 @@ def _read_logs(evidence: Evidence, inv: str, result: Mapping[str, Any]) -> int:
                                        level_of(record.get("level"), message), message))
         count += 1
     stamps = [r.ts for r in evidence.logs[len(evidence.logs) - count:]]
-    low, high = parse_time(result.get("start")), parse_time(result.get("end"))
+    low, high = _window(result)
     if stamps and low is not None and high is not None:
         # The newest ``limit`` records were returned: the logs only tell what happened since the oldest.
         low = min(stamps) if result.get("truncated") else low
@@ -355,6 +364,9 @@ def _read_kubernetes(evidence: Evidence, inv: str, result: Mapping[str, Any]) ->
         namespace = service.get("namespace")
         for key in _service_names(str(service["name"]), namespace):
             evidence.addresses[key] = target
+        if service.get("externalName"):  # an ExternalName Service stands for the outside host it names
+            evidence.addresses[str(service["externalName"]).rstrip(".")] = target
+            evidence.external.add(target)
         if service.get("clusterIP") and service["clusterIP"] != "None":
             evidence.addresses[str(service["clusterIP"])] = target
         for endpoint in service.get("endpoints") or []:

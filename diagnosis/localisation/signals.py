@@ -148,9 +148,10 @@ def metric_signals(evidence: Evidence) -> list[Signal]:
 # --------------------------------------------------------------------------- logs
 
 # A routine line that announces a change: a deploy, a rollout, a new version, a configuration or flag update.
-CHANGE_LINE = re.compile(r"(?<![A-Za-z])(?:deploy(?:ed|ing|ment)?|roll(?:ed|ing)? ?out|rollout|released?|upgraded?|"
-                         r"version|new revision|config(?:uration)? (?:reload(?:ed)?|changed?|updated?|applied)|"
-                         r"reloaded|flag|toggled?|enabled|disabled|migrat(?:ed|ion)|started .* v\d)", re.I)
+CHANGE_LINE = re.compile(r"(?<![A-Za-z0-9_])(?:deploy(?:ed|ing)|roll(?:ed|ing)? ?out|rollout (?:started|finished|complete)|"
+                         r"released|upgraded|new (?:version|revision)|config(?:uration)? (?:reload(?:ed)?|changed?|"
+                         r"updated?|applied|push)|applied|reloaded|flag|toggled?|enabled|disabled|migrat(?:ed|ion)|"
+                         r"started \S+ v?\d)(?![A-Za-z0-9_])", re.I)
 _DURATION = re.compile(r"(?<![\w.])(\d+(?:\.\d+)?)\s?(ms|msec|milliseconds|s|sec|seconds|µs|us)\b", re.I)
 
 
@@ -198,7 +199,9 @@ def log_signals(evidence: Evidence, templates: dict[tuple[str, int], Template]) 
         if at_least(worst, "WARN"):
             change = _rate_change(times, low, high)
             ongoing = times[-1] >= high - max(600.0, 0.5 * (high - (change[1] if change else high)))
-            if change and change[0] >= LOG_LLR and ongoing and (change[3] >= 2 or worst == "FATAL"):
+            # A rate that jumped, or an error shape never seen in a baseline of clean logs (a new template).
+            new_error = change is not None and change[2] == 0 and change[3] >= 2 and at_least(worst, "ERROR")
+            if change and (change[0] >= LOG_LLR or new_error) and ongoing and (change[3] >= 2 or worst == "FATAL"):
                 llr, at, before, after = change
                 first = next(r for r in sorted(records, key=lambda r: r.ts) if r.ts >= at)
                 if worst == "WARN":  # warnings alone never make a root: they only add to other signals
@@ -208,7 +211,7 @@ def log_signals(evidence: Evidence, templates: dict[tuple[str, int], Template]) 
                 signals.append(Signal(service, "log", "log", at, strength, [first.ref], template.text,
                                       detail={"level": worst, "before": before, "after": after, "new": before == 0,
                                               "template": template, "first": first}))
-        elif len(records) <= 3 and times[0] - low >= MIN_BASELINE_S and CHANGE_LINE.search(template.text):
+        if len(records) <= 3 and times[0] - low >= MIN_BASELINE_S and CHANGE_LINE.search(template.text):
             first = min(records, key=lambda r: r.ts)
             signals.append(Signal(service, "change", "log", first.ts, 0.0, [first.ref], template.text, fault=False,
                                   detail={"what": first.message}))

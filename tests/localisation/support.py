@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import json
 from datetime import datetime, timedelta, timezone
-from pathlib import Path
 
-from diagnosis.tools.backends.demo import DemoBackend
 
 NOW = datetime(2026, 11, 29, 12, 0, tzinfo=timezone.utc)
 START = NOW - timedelta(hours=1)
@@ -55,28 +53,3 @@ def flat(level: float, n: int = 60, wiggle: float = 0.02) -> list[float]:
 def stepped(level: float, to: float, at: int, n: int = 60, wiggle: float = 0.02) -> list[float]:
     """Flat at ``level`` with noise, then at index ``at`` onwards at ``to``."""
     return [v if i < at else to * (1 + wiggle * ((i * 3) % 5 - 2) / 2) for i, v in enumerate(flat(level, n, wiggle))]
-
-
-def scenario_results(folder: Path) -> list[dict]:
-    """Every tool asked about every service of a scenario folder: the full evidence a run could gather."""
-    backend = DemoBackend([folder], now=NOW)
-    out: list[dict] = []
-
-    def add(tool, arguments, call):
-        try:
-            result = call(**arguments)
-        except Exception:  # a tool that refuses a call gives no evidence, as in a run
-            return
-        out.append({"invocation_id": f"inv-{len(out) + 1:08x}", "tool_name": tool, "arguments": arguments,
-                    "result": json.loads(json.dumps(result, default=str))})
-
-    add("query_alerts", {}, backend.query_alerts)
-    for service in backend.services():
-        add("query_logs", {"service": service, "limit": 200}, backend.query_logs)
-        add("query_metrics", {"service": service}, backend.query_metrics)
-        add("query_kubernetes", {"kind": "deployment", "name": service}, backend.query_kubernetes)
-        add("query_kubernetes", {"kind": "service", "name": service}, backend.query_kubernetes)
-    add("query_metrics", {"query": '{__name__=~"node_.*"}'}, backend.query_metrics)
-    add("query_traces", {}, backend.query_traces)
-    add("query_changes", {}, backend.query_changes)
-    return out

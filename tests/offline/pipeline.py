@@ -134,7 +134,7 @@ def run_question(scenarios: Path | list[Path], question: str, *, model: ChatMode
     recorder = MemoryRecorder(run_id)
     backend = backend or DemoBackend(dirs)
     tools = ToolBox(backends=Backends(logs=backend, metrics=backend, alerts=backend, knowledge=RunbookSearch(dirs),
-                                     kubernetes=backend),
+                                     kubernetes=backend, traces=backend, changes=backend),
                     recorder=recorder, max_calls=max_tool_calls)
     ctx = AgentContext(
         model=model or OfflineAnalyser(), tools=tools, steps=recorder, lookup=recorder,

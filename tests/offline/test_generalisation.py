@@ -50,9 +50,9 @@ def step(before: float, after: float, at: int = 40) -> list[float]:
 
 
 @pytest.mark.parametrize(("message", "own", "expected"), [
-    # Go net/http, through the cluster resolver: the resolver is the lead, not the name looked up
+    # Go net/http, through the cluster resolver: neither the resolver (an address) nor the name looked up is a lead
     ('Get "https://maps-provider.internal/v2/geocode": dial tcp: lookup maps-provider.internal on 10.96.0.10:53: '
-     "server misbehaving", "geo-service", ["coredns"]),
+     "server misbehaving", "geo-service", []),  # the resolver is an address: no service name is guessed
     # nginx error log: the upstream's Kubernetes service DNS name
     ('upstream timed out (110: Connection timed out) while reading response header from upstream, client: 10.0.4.2, '
      'server: shop.example.com, request: "POST /api/orders HTTP/1.1", upstream: '
@@ -73,20 +73,6 @@ def step(before: float, after: float, at: int = 40) -> list[float]:
 def test_leads_are_read_from_real_log_lines(message, own, expected):
     dns = "lookup" in message
     assert [lead.service for lead in leads_in(message, own, dns_failure=dns)] == expected
-
-
-def test_a_dns_failure_is_followed_to_the_resolver_and_pinned_there():
-    caller = logs("geo-service", [(-1100 + 40 * i, "ERROR",
-                                   'Get "https://maps.internal/v2": dial tcp: lookup maps.internal on 10.96.0.10:53: '
-                                   "server misbehaving") for i in range(20)])
-    first = Observations([caller], "Why is geo-service failing?")
-    calls = follow_up_calls(first, ["geo-service"], TOOLS, "Why is geo-service failing?")
-    assert ("query_logs", {"service": "coredns", "limit": 200}) in calls
-    resolver = logs("coredns", [(-1110 + 40 * i, "ERROR", "[ERROR] plugin/errors: 2 maps.internal. A: read udp "
-                                 "10.244.0.5:40112->10.20.0.2:53: i/o timeout") for i in range(20)], inv="inv-00000003")
-    servfail = metric("coredns", "coredns_forward_responses_servfail_total_rate", step(0.0, 4.0, 41), inv="inv-00000004")
-    found = diagnose(Observations([caller, resolver, servfail], "Why is geo-service failing?"), ["geo-service"])
-    assert (found.root, found.via, found.cause.key) == ("coredns", "dependency", "dns_failure")
 
 
 def test_without_the_resolver_evidence_the_reporter_is_not_blamed_on_a_lead_it_did_not_query():

@@ -127,15 +127,20 @@ def build_claims(obs: Observations, found: Diagnosis, book: ClaimBook, language:
     if found.trigger is not None:
         t = found.trigger
         book.add(Change(t.service, t.timestamp, f"\"{_short(t.message, 160)}\"."), [t.binding()], reuse=False)
-    for alert in sorted(obs.alerts, key=_alert_priority):
-        if alert.service in (found.root, *found.symptoms, *order) and alert.state in ("firing", "pending"):
-            book.add(AlertFiring(alert.name, alert.state, alert.service, f" since {alert.active_at}: {alert.summary}"),
-                     [alert.binding()], reuse=False)
+    alert_claims(obs, [found.root, *found.symptoms, *order], book)
     _runbook_claims(obs, found, book, language)
     cause = found.cause.label_en if found.cause else "unclassified failure"
     affected = [s for s in found.symptoms if s != found.root]
     return (f"Root cause: {found.root} — {cause}" + (f"; it explains the failures of {', '.join(affected)}" if affected else "")
             + ".")
+
+
+def alert_claims(obs: Observations, services: list, book: ClaimBook) -> None:
+    """The firing and pending alerts of these services (not every alert the backend knows)."""
+    for alert in sorted(obs.alerts, key=_alert_priority):
+        if alert.service in services and alert.state in ("firing", "pending"):
+            book.add(AlertFiring(alert.name, alert.state, alert.service, f" since {alert.active_at}: {alert.summary}"),
+                     [alert.binding()], reuse=False)
 
 
 def _root_claim(obs: Observations, found: Diagnosis, book: ClaimBook) -> None:

@@ -23,6 +23,7 @@ from diagnosis.llm.offline.findings import (
     RunbookMismatch,
     finding_of,
 )
+from diagnosis.localisation.taxonomy import CAUSE_KIND_BY_ID
 from diagnosis.llm.offline.lexicon import CAUSE_BY_KEY, _short, question_language
 from diagnosis.llm.offline.taxonomy import GENERIC_ACTIONS
 
@@ -48,9 +49,10 @@ T = {
     "affected": {"en": " It explains the failures of {services}.", "zh": "它导致了 {services} 的故障。"},
     "trigger": {"en": " It began after this change: `{excerpt}`.", "zh": "问题始于这次变更之后：`{excerpt}`。"},
     "low_reason": {"en": "Confidence is limited: {reason}", "zh": "置信度有限：{reason}"},
-    "offline_limit": {"en": "Written by the offline analyser (rule-based pattern matching, no LLM): it recognises known "
-                            "failure patterns and can miss new ones.",
-                      "zh": "本回答由离线分析器生成（基于规则的模式匹配，未使用大模型）：它能识别常见故障模式，但可能遗漏新的故障类型。"},
+    "offline_limit": {"en": "Written by the offline analyser (no LLM): it localises the fault from deviations "
+                            "against each signal's baseline, their onset order and the dependencies the records "
+                            "name, and says undetermined when they do not settle it.",
+                      "zh": "本回答由离线分析器生成（未使用大模型）：它根据各信号相对基线的偏离、出现先后以及记录中提到的依赖来定位故障，无法确定时会如实说明。"},
     "window_limit": {"en": "Only the telemetry of the last hour and the services queried in this run were examined.",
                      "zh": "只检查了最近一小时的遥测数据，以及本次运行中查询过的服务。"},
     "no_evidence": {"en": "No evidence passed verification.", "zh": "没有证据通过校验。"},
@@ -194,7 +196,9 @@ def _diagnosis_hint(found: list[tuple[Mapping[str, Any], Any]], root: RootCause 
     root_service = None
     if concluded and root is not None:
         root_service = root.service
-        if root.cause in CAUSE_BY_KEY:
+        if root.cause in CAUSE_KIND_BY_ID:
+            hint.update(outcome="root_cause", cause=root.cause, service=root_service)
+        elif root.cause in CAUSE_BY_KEY:
             hint.update(outcome="root_cause", cause=CAUSE_KIND_OF.get(root.cause), service=root_service)
     elif concluded and nothing is not None:
         hint["outcome"] = "nothing_wrong"

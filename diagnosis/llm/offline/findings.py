@@ -40,13 +40,13 @@ class Finding:
 @dataclass(frozen=True)
 class RootCause(Finding):
     service: str
-    cause: str  # a category key, "last_error" for the generic fallback, "unclassified" when none
+    cause: str  # a cause-kind id of the taxonomy ("network.dns"), or "unclassified" when none
     label: str
     affected: str = ""  # comma-separated services it explains
     trigger: str = ""  # the change it began after (quoted)
     error: str = ""  # the last error named by the fallback (quoted)
 
-    PATTERN = re.compile(r"^Root cause \((?P<cause>[a-z_]+)\): (?P<service>\S+) — (?P<label>.+?)"
+    PATTERN = re.compile(r"^Root cause \((?P<cause>[a-z_.]+)\): (?P<service>\S+) — (?P<label>.+?)"
                          r"(?:: \"(?P<error>.*?)\")?\.(?: Affected: (?P<affected>[^.]+)\.)?"
                          r"(?: It began after: \"(?P<trigger>.*)\"\.)?$", re.S)
 

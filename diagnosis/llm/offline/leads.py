@@ -1,7 +1,7 @@
 """What a log line points at, and how long it says something took.
 
-Leads are the dependencies a line names: ``host:port``, URLs (``jdbc:mysql://orders-mysql:3306``,
-``https://idp.internal/…``), Kubernetes service DNS names (``order-api.shop.svc.cluster.local``),
+Leads are the dependencies a line names: ``host:port``, URLs (``jdbc:mysql://db-main:3306``,
+``https://idp.internal/…``), Kubernetes service DNS names (``api.ns.svc.cluster.local``),
 a resolver (``lookup x on 10.96.0.10:53``), ``upstream x``. They are read the same way for every
 incident; the diagnosis queries them as further services within the tool budget.
 
@@ -22,15 +22,13 @@ IP_PORT = re.compile(r"(?<![\d.])(?P<ip>\d{1,3}(?:\.\d{1,3}){3}):(?P<port>\d{2,5
 RESOLVER = re.compile(r"\blookup \S+ on (?P<ip>\d{1,3}(?:\.\d{1,3}){3}):53\b|\bnameserver (?P<ns>\S+)", re.IGNORECASE)
 NAMED = re.compile(r"\b(?:upstream|dependency|backend|issuer|host|server|db|database|broker)s?[\"']?\s*[=:]\s*[\"']?"
                    rf"(?P<host>{_HOST})", re.IGNORECASE)
-# Cluster-internal suffixes: the first label is the service (`order-api.shop.svc.cluster.local`).
+# Cluster-internal suffixes: the first label is the service (`api.ns.svc.cluster.local`).
 INTERNAL_DOMAIN = re.compile(r"\.(?:svc(?:\.cluster\.local)?|cluster\.local|internal|local|lan|corp|intra)$", re.IGNORECASE)
 NOT_A_HOST = frozenset({
     "http", "https", "tcp", "udp", "tls", "ssl", "line", "error", "warn", "info", "debug", "fatal", "level", "ts",
     "time", "at", "port", "localhost", "caused", "exception", "jdbc", "mysql", "postgresql", "redis", "file", "step",
     "id", "pid", "code", "status", "key", "user", "msg", "err", "duration", "latency", "took", "type", "thread",
 })
-# A resolver is reached by IP; the cluster DNS answers on port 53 under these conventional names.
-RESOLVER_SERVICES = ("coredns", "kube-dns")
 
 
 @dataclass(frozen=True)
@@ -74,10 +72,7 @@ def leads_in(message: str, own: str, *, dns_failure: bool = False) -> list[Lead]
 
     resolver = RESOLVER.search(message)
     if resolver or (dns_failure and any(m.group("port") == "53" for m in IP_PORT.finditer(message))):
-        for name in RESOLVER_SERVICES[:1]:
-            add(name, "resolver")
-        if dns_failure or resolver:
-            return found
+        return found  # a resolver is reached by an address: no service name is guessed for it
     for match in URL.finditer(message):
         add(_service_of(match.group("host")), "url")
     for match in HOST_PORT.finditer(message):

@@ -143,7 +143,7 @@ CAUSES: tuple[Cause, ...] = (
         _rx(r"schema_version", r"\brenamed\b", r"has field '[^']+' and no '[^']+'", r"missing (?:required )?field",
             r"unknown field", r"breaking change", r"incompatible (?:schema|response|api)", r"contract (?:change|test)",
             r"broke(?:n)? the contract", r"接口变更", r"契约", r"字段.{0,6}(?:重命名|改名|删除)"),
-        (_m(r"deployment_revision|release_revision|app_version", "changed"),),
+        (_m(r"_revision$|_version$", "changed"),),
         "upstream contract change schema renamed field rollout breaking change 接口变更",
         ("Roll back the upstream release, or have it serve the old field alongside the new one.",
          "Add consumer contract tests so a breaking schema change fails before rollout."),
@@ -267,7 +267,7 @@ def _is_id_like(token: str) -> bool:
 
 
 def services_in_question(question: str) -> list[str]:
-    """Service-looking names in the question: hyphenated ASCII names such as payment-service."""
+    """Service-looking names in the question: hyphenated ASCII names such as web-frontend."""
     found: list[str] = []
     for match in SERVICE_IN_TEXT.finditer(question or ""):
         token = match.group(1)
@@ -311,7 +311,7 @@ def _template(message: str) -> str:
 
 
 def _workload(pod: str) -> str:
-    """`ml-batch-trainer-5821-x7k2q` -> `ml-batch-trainer`: drop the replica-set and pod suffixes."""
+    """`batch-job-5821-x7k2q` -> `batch-job`: drop the replica-set and pod suffixes."""
     segs = pod.split("-")
     if len(segs) > 2 and re.fullmatch(r"[a-z0-9]{5}", segs[-1]) and any(c.isdigit() for c in segs[-1]):
         segs.pop()

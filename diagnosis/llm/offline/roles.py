@@ -19,6 +19,7 @@ from diagnosis.llm.offline.lexicon import (
     GAP_RESERVE,
     KNOWLEDGE_TOP_K,
     LOG_LIMIT,
+    MAX_FOLLOW_UP_SERVICES,
     PLAN_VERSION,
     _canonical,
     _json,
@@ -26,15 +27,12 @@ from diagnosis.llm.offline.lexicon import (
     question_language,
     services_in_question,
 )
+from diagnosis.localisation.outcome import Localisation
 from diagnosis.llm.offline.observations import Observations
-from diagnosis.llm.offline.hypotheses import Diagnosis, diagnose
-from diagnosis.llm.offline.claims import (
-    ClaimBook,
-    _service_claims,
-    _top_patterns,
-    build_claims,
-    follow_up_calls,
-)
+from diagnosis.llm.offline.hypotheses import alerting_services
+from diagnosis.llm.offline.claims import ClaimBook, _service_claims, _top_patterns
+from diagnosis.llm.offline.localised import build_claims as build_localised_claims
+from diagnosis.llm.offline.localised import follow_ups, kind_label, localise_results, undetermined_summary
 
 
 # --------------------------------------------------------------------------- typed outputs
@@ -158,13 +156,37 @@ def _executor(request: ChatRequest, si: Mapping[str, Any]) -> tuple[str | None, 
             # A further round only follows a lead the previous one found (a multi-hop cause).
             if rounds - 1 < (1 if has_service_steps else 2) + MAX_LEAD_HOPS - 1:
                 obs = Observations(results, str(si.get("question", "")))
-                hop = rounds - 1 >= (1 if has_service_steps else 2)
-                calls = follow_up_calls(obs, named, offered, str(si.get("question", "")),
-                                        frontier=_last_round_services(request, results) if hop else None)
+                calls = _follow_up_calls(obs, results, named, offered, str(si.get("question", "")))
                 allowed = budget - GAP_RESERVE if budget > GAP_RESERVE + 2 else budget
                 if calls and allowed > 0:
                     return None, _tool_calls(calls[:allowed], len(results) + 1)
     return _json(_evidence(si, results, named, mode).to_dict()), []
+
+
+def _follow_up_calls(obs: Observations, results: list, named: list[str], offered: set[str],
+                     question: str) -> list[tuple[str, dict]]:
+    """Where the evidence points: the dependencies its own records name (diagnosis/localisation), the
+    service the alerts are about when the question names none, and runbooks for the kind of fault."""
+    loc = localise_results(results, named)
+    calls = follow_ups(loc, obs.calls, offered, MAX_FOLLOW_UP_SERVICES)
+    if not named and not obs.queried:
+        for service in alerting_services(obs, question)[:1]:
+            for tool, args in (("query_logs", {"service": service, "limit": LOG_LIMIT}), ("query_metrics", {"service": service})):
+                if tool in offered and _canonical(tool, args) not in obs.calls:
+                    calls.append((tool, args))
+    top = loc.top()
+    if top is not None and not top.service.startswith("node:") and "query_kubernetes" in offered:
+        args = {"kind": "deployment", "name": top.service}
+        if _canonical("query_kubernetes", args) not in obs.calls and not any(t == "query_kubernetes" for t, _ in calls):
+            calls.append(("query_kubernetes", args))
+    lookups = sum(1 for call in obs.calls if call.startswith("lookup_knowledge:"))
+    if loc.kind and lookups < 2 and "lookup_knowledge" in offered:
+        action = "处置 处理 建议" if question_language(question) == "zh" else "remediation fix"
+        terms = " ".join(dict.fromkeys([loc.root or (named[:1] or [""])[0], kind_label(loc.kind), action])).strip()
+        args = {"query": terms, "top_k": KNOWLEDGE_TOP_K + 2}
+        if _canonical("lookup_knowledge", args) not in obs.calls:
+            calls.append(("lookup_knowledge", args))
+    return calls
 
 
 def _last_round_services(request: ChatRequest, results: list) -> list[str]:
@@ -181,19 +203,19 @@ def _evidence(si: Mapping[str, Any], results: list, named: list[str], mode: str)
     previous = si.get("previous_snapshot") if mode == "EVIDENCE_GAP_ONLY" else None
     if isinstance(previous, Mapping) and isinstance(previous.get("claims"), list):
         return _extend_snapshot(previous, obs)
-    found = diagnose(obs, named)
+    loc = localise_results(results, named)
     book = ClaimBook()
     language = si.get("language") if si.get("language") in ("en", "zh") else question_language(str(si.get("question", "")))
-    summary = build_claims(obs, found, book, language)
-    return EvidenceReport(summary, book.claims, _open_questions(obs, found))
+    summary = build_localised_claims(obs, loc, book, language, obs.symptom.stated)
+    return EvidenceReport(summary, book.claims, _open_questions(obs, loc))
 
 
-def _open_questions(obs: Observations, found: Diagnosis) -> list[str]:
+def _open_questions(obs: Observations, loc: Localisation | None) -> list[str]:
     questions = [f"Tool call failed: {failure}" for failure in obs.failed[:3]]
     for service, count in obs.suspicious.items():
         questions.append(f"{count} log line(s) of {service} read like instructions to an AI and were ignored as untrusted data.")
-    if found.via == "neighbour" and found.root and not obs.has(found.root):
-        questions.append(f"The metrics and logs of {found.root} itself were not queried.")
+    if loc is not None and loc.outcome == "undetermined":
+        questions.append(undetermined_summary(loc))
     return questions
 
 
@@ -227,7 +249,7 @@ def _extend_snapshot(previous: Mapping[str, Any], obs: Observations) -> Evidence
     summary = str(previous.get("summary", ""))
     summary += f" The evidence retry added {len(book.claims)} claim(s) from {len(obs.calls)} new quer{'y' if len(obs.calls) == 1 else 'ies'}."
     return EvidenceReport(summary.strip(), claims + book.claims,
-                          list(previous.get("open_questions") or [])[:10] + _open_questions(obs, Diagnosis([])))
+                          list(previous.get("open_questions") or [])[:10] + _open_questions(obs, None))
 
 
 # --------------------------------------------------------------------------- simple chat
@@ -240,12 +262,12 @@ def _simple(si: Mapping[str, Any], request: ChatRequest) -> str:
     if language == "zh":
         text = "你好！我是本诊断服务的离线分析器（基于规则，未使用大模型），不能自由聊天，但可以根据日志、指标、告警和运维手册诊断故障。"
         text += (f"如果想了解 {services[0]} 的问题，请以诊断模式提问，例如“{services[0]} 为什么报错？”。" if services
-                 else "请在问题中指明服务名，例如“payment-service 为什么报错？”，我会给出带证据引用的诊断。")
+                 else "请在问题中指明服务名，例如“checkout-api 为什么报错？”，我会给出带证据引用的诊断。")
         return text
     text = ("Hello! I am the offline analyser of this diagnosis service (rule-based, no LLM). I cannot chat freely, but I can "
             "diagnose incidents from logs, metrics, alerts and runbooks. ")
     text += (f"To look into {services[0]}, ask in diagnosis mode, e.g. “Why is {services[0]} failing?”." if services
-             else "Name the service in your question, e.g. “Why is payment-service failing?”, to get a diagnosis with cited evidence.")
+             else "Name the service in your question, e.g. “Why is checkout-api failing?”, to get a diagnosis with cited evidence.")
     return text
 
 

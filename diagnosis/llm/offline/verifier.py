@@ -20,10 +20,14 @@ from diagnosis.llm.offline.findings import (
     RootCause,
     finding_of,
 )
+from diagnosis.localisation.kinds import evident
+from diagnosis.localisation.taxonomy import CAUSE_KIND_BY_ID
 from diagnosis.llm.offline.lexicon import CAUSE_BY_KEY, LOG_LIMIT
 from diagnosis.llm.offline.taxonomy import LAST_ERROR
 
 TELEMETRY_TOOLS = ("query_logs", "query_metrics", "query_alerts")
+# Views of a service that do not restate each other: a root cause two of them show is corroborated.
+INDEPENDENT_VIEWS = frozenset({"query_logs", "query_metrics", "query_kubernetes", "query_traces"})
 V = {  # what the verifier says, in the language of the question (the composer quotes it)
     "pass": {"en": "The root cause ({cause} in {service}) is supported by evidence from {tools}, checked against the "
                    "patterns of its category.",
@@ -107,14 +111,15 @@ def verify(si: Mapping[str, Any]) -> VerifierReport:
         root = findings[roots[0].get("claim_id")]
         service = root.service
         evidence = [b for b in roots[0].get("evidence") or [] if isinstance(b, Mapping)]
-        tools = {b.get("tool_name") for b in evidence} & set(TELEMETRY_TOOLS)
+        tools = {b.get("tool_name") for b in evidence} & (set(TELEMETRY_TOOLS) | INDEPENDENT_VIEWS)
         listed = ", ".join(sorted(tools)) or "lookup_knowledge"
         # Logs and metrics are independent views of a service: a cause both show is corroborated.
-        corroborated = {"query_logs", "query_metrics"} <= tools
+        corroborated = {"query_logs", "query_metrics"} <= tools or (
+            root.cause in CAUSE_KIND_BY_ID and len(tools & INDEPENDENT_VIEWS) >= 2)
         facts.append({"fact": f"The root-cause service {service} appears in the cited evidence.",
                       "consistent": any(service in str(b.get("evidence_excerpt", "")) for b in evidence)})
         facts.append({"fact": f"The root cause is supported by logs and metrics (tools: {listed}).", "consistent": corroborated})
-        if root.cause not in CAUSE_BY_KEY or root.cause == LAST_ERROR.key:
+        if (root.cause not in CAUSE_BY_KEY and root.cause not in CAUSE_KIND_BY_ID) or root.cause == LAST_ERROR.key:
             # The generic fallback names an error, not a recognised failure: never more than LOW_CONFID.
             verdict, rationale = "LOW_CONFID", say("fallback", service=service)
         elif corroborated:
@@ -156,6 +161,10 @@ def _check_claim(claim: Mapping[str, Any]) -> tuple[bool, str]:
     if not evidence:
         return False, "No verified evidence."
     finding = finding_of(claim)
+    if isinstance(finding, RootCause) and finding.cause in CAUSE_KIND_BY_ID:
+        ok = len(evidence) >= 2 or evident(finding.cause, excerpts)
+        return ok, ("The excerpts are the records the localisation rests on." if ok
+                    else f"A single excerpt does not show a {finding.cause} fault.")
     if isinstance(finding, RootCause):
         cause = CAUSE_BY_KEY.get(finding.cause)
         if cause is None:

@@ -1,0 +1,188 @@
+"""The offline analyser on top of the localiser: where to look next, and the claims of what it found.
+
+The decision is the localiser's (``diagnosis.localisation``): candidates from signals, explained away
+along the dependency graph the evidence names, and an honest outcome. This module only turns it into
+the analyser's vocabulary: follow-up tool calls along the graph, and claims whose excerpts are the
+records the localiser read.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterable, Mapping
+
+from diagnosis.localisation.outcome import Localisation, localise, service_in_address
+from diagnosis.localisation.records import Ref
+from diagnosis.localisation.taxonomy import CAUSE_KIND_BY_ID
+from diagnosis.llm.offline.claims import _healthy_claims, _runbook_claims, _service_claims, alert_claims
+from diagnosis.llm.offline.composer import CAUSE_KIND_OF
+from diagnosis.llm.offline.findings import Change, RootCause
+from diagnosis.llm.offline.hypotheses import Diagnosis
+from diagnosis.llm.offline.lexicon import CAUSE_BY_KEY, LOG_LIMIT, _canonical, _iso, _short, _suspicious
+
+MIN_EXCERPT = 12  # the Gatekeeper's floor: shorter values are not cited
+MAX_ROOT_BINDINGS = 8
+
+REASONS = {
+    "not_separated": "two candidates began together and the evidence does not separate them",
+    "dependency_not_examined": "its errors name a dependency whose own telemetry was not examined",
+    "address_not_resolved": "its errors name an address that no examined service answers at",
+    "kind_unknown": "the evidence shows where it broke but not what kind of fault it is",
+    "kind_ambiguous": "the evidence fits more than one kind of fault equally well",
+    "dependency_changed": "a dependency it calls changed just before it broke, without deviating itself",
+    "cycle": "the anomalous services explain each other and none began first",
+    "dependency_not_identified": "its errors blame a dependency that none of the examined records names",
+    "no_baseline": "its error lines have too little history before them to tell an incident from routine",
+    "node_not_examined": "it is short of a resource, and the node it runs on was not examined",
+}
+
+
+def successful(results: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """The results that succeeded, without the log lines that read like instructions to an AI: they are
+    untrusted data, reported in the open questions, never evidence of a fault."""
+    kept = []
+    for item in results:
+        if item.get("status", "SUCCESS") != "SUCCESS":
+            continue
+        result = item.get("result")
+        if item.get("tool_name") == "query_logs" and isinstance(result, Mapping):
+            records = result.get("records") or []
+            clean = [r for r in records if not (isinstance(r, Mapping) and _suspicious(str(r.get("message") or "")))]
+            if len(clean) != len(records):
+                item = {**item, "result": {**result, "records": clean}}
+        kept.append(item)
+    return kept
+
+
+def localise_results(results: Iterable[Mapping[str, Any]], subject: list[str]) -> Localisation:
+    return localise(successful(results), subject)
+
+
+def binding(ref: Ref) -> dict[str, str] | None:
+    if len(ref.excerpt.strip()) < MIN_EXCERPT:
+        return None
+    return {"source_invocation_id": ref.invocation_id, "tool_name": ref.tool, "raw_path": ref.raw_path,
+            "evidence_excerpt": ref.excerpt}
+
+
+def kind_label(kind: str | None) -> str:
+    found = CAUSE_KIND_BY_ID.get(kind or "")
+    return found.label_en if found else "unclassified failure"
+
+
+def root_claim(loc: Localisation) -> tuple[RootCause, list[dict[str, str]]]:
+    """The root-cause finding and its citations: the root's own strongest records first, then the line of
+    the asked service that names it (the path), then the change it began after."""
+    top = loc.top()
+    assert top is not None and loc.root is not None
+    refs: list[Ref] = []
+    for signal in top.evidence():
+        refs += signal.refs
+    for edge in loc.path:
+        refs += edge.refs[:1]
+    changes = loc.changes_before()
+    refs += [r for c in changes[-1:] for r in c.refs]
+    bindings = [b for b in (binding(r) for r in dict.fromkeys(refs)) if b][:MAX_ROOT_BINDINGS]
+    quoted = next((s.refs[0].excerpt for s in top.evidence() if s.source in ("log", "kube") and s.refs), "")
+    affected = [s for s in loc.subject if s != loc.root]
+    trigger = _short(changes[-1].refs[0].excerpt, 140) if changes else ""
+    finding = RootCause(loc.root, loc.kind or "unclassified", kind_label(loc.kind), ", ".join(affected), trigger,
+                        _short(" ".join(quoted.split()), 160))
+    return finding, bindings
+
+
+def change_claims(loc: Localisation) -> list[tuple[Change, dict[str, str]]]:
+    out = []
+    for signal in loc.changes_before():
+        b = binding(signal.refs[0]) if signal.refs else None
+        if b:
+            out.append((Change(signal.entity, _iso(signal.onset), f"\"{_short(signal.refs[0].excerpt, 160)}\"."), b))
+    return out
+
+
+def undetermined_summary(loc: Localisation) -> str:
+    top = loc.top()
+    reason = REASONS.get(loc.reason, loc.reason or "the evidence does not settle it")
+    text = "Undetermined"
+    if top is not None:
+        text += f": the first deviation is on {top.service}, but {reason}"
+    checks = [f"{c.tool}({', '.join(f'{k}={v}' for k, v in c.arguments.items())})" for c in loc.next_checks[:3]]
+    if checks:
+        text += f". Next: {'; '.join(checks)}"
+    return text + "."
+
+
+def follow_ups(loc: Localisation, calls: set[str], offered: set[str], limit_services: int) -> list[tuple[str, dict]]:
+    """The next queries: the dependencies the evidence names for the leading candidates and the asked
+    services that no query has examined yet, then the localiser's own next checks."""
+    services: list[str] = []
+    leading = [c.service for c in loc.candidates[:3]] + list(loc.subject)
+    for check in loc.next_checks:
+        service = check.arguments.get("service")
+        if isinstance(service, str) and service not in services:
+            services.append(service)
+    for edge in loc.edges_from(leading):
+        if edge.callee not in services and edge.callee not in loc.graph.nodes:
+            services.append(edge.callee)
+    for service in leading:
+        for address, _ref in loc.graph.unresolved.get(service, []):
+            name = service_in_address(address)
+            if name and name not in services:
+                services.append(name)
+    wanted: list[tuple[str, dict]] = []
+    for service in services:
+        if len({s for t, a in wanted for s in [a.get("service")]}) >= limit_services:
+            break
+        for tool, args in (("query_logs", {"service": service, "limit": LOG_LIMIT}), ("query_metrics", {"service": service})):
+            if tool in offered and _canonical(tool, args) not in calls:
+                wanted.append((tool, args))
+    for check in loc.next_checks:  # a node's series, by label (a Service lookup is left as advice)
+        if check.tool == "query_metrics" and "query" in check.arguments:
+            if check.tool in offered and _canonical(check.tool, check.arguments) not in calls:
+                wanted.insert(0, (check.tool, dict(check.arguments)))
+    return wanted
+
+
+def build_claims(obs, loc: Localisation, book, language: str, stated_symptom: bool) -> str:
+    """The claims of a localisation, most important first; returns the summary."""
+    with_data = [s for s in loc.subject if obs.has(s)] or [s for s in obs.queried if obs.has(s)]
+    if loc.outcome == "nothing_wrong":
+        found = Diagnosis(symptoms=with_data, nothing_wrong=not stated_symptom, undetermined=stated_symptom)
+        if stated_symptom:  # a stated symptom the telemetry does not show is undetermined, never healthy
+            _healthy_claims(obs, found, book, conclude=False)
+            return (f"The question states a symptom of {', '.join(with_data) or 'the service'}, but the telemetry "
+                    "of this run shows no anomaly that explains it: undetermined.")
+        return _healthy_claims(obs, found, book)
+    if loc.outcome == "no_data":
+        for service in obs.queried:
+            _service_claims(obs.profiles.get(service), book)
+        return (f"No telemetry was found for {', '.join(loc.without_data)}: nothing could be diagnosed about it, and "
+                "no other service is blamed in its place.")
+    if loc.outcome == "undetermined":
+        services = [c.service for c in loc.candidates[:3]] or with_data
+        for service in services:
+            _service_claims(obs.profiles.get(service), book)
+        alert_claims(obs, services, book)
+        return undetermined_summary(loc)
+    finding, bindings = root_claim(loc)
+    book.add(finding, bindings)
+    order = [loc.root, *loc.subject, *(c.service for c in loc.candidates[:4])]
+    for service in dict.fromkeys(s for s in order if s):
+        _service_claims(obs.profiles.get(service), book)
+    for change, b in change_claims(loc):
+        book.add(change, [b], reuse=False)
+    alert_claims(obs, [s for s in order if s], book)
+    cause = _lexicon_cause(loc.kind)
+    if cause is not None:
+        _runbook_claims(obs, Diagnosis(symptoms=list(loc.subject), root=loc.root, cause=cause), book, language)
+    affected = [s for s in loc.subject if s != loc.root]
+    path = " -> ".join([loc.path[0].caller, *(e.callee for e in loc.path)]) if loc.path else ""
+    text = f"Root cause: {loc.root} — {kind_label(loc.kind)}"
+    if affected:
+        text += f"; {', '.join(affected)} is affected through its dependency on it" + (f" ({path})" if path else "")
+    return text + "."
+
+
+def _lexicon_cause(kind: str | None):
+    """The runbook vocabulary of a kind, used only to pick which runbook lines are advice for it."""
+    key = next((k for k, v in CAUSE_KIND_OF.items() if v == kind), None)
+    return CAUSE_BY_KEY.get(key) if key else None
