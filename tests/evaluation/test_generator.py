@@ -168,6 +168,30 @@ def test_traces_and_changes_tell_the_story_of_the_ground_truth(seed, folders):
     """The checks of tests/demo/test_scenario_traces_changes.py, with the onset taken from the ground truth."""
     scenario = load_scenario(folders[seed])
     truth = scenario.ground_truth
+    _check_traces(scenario)
+    if truth["expected_nothing_wrong"]:
+        assert all(c["offset_seconds"] < -6 * HOUR for c in scenario.changes)
+        return
+    onset = truth["incident_window"]["start_offset_seconds"]
+    before = [c for c in scenario.changes if onset - HOUR <= c["offset_seconds"] <= onset]
+    assert {c["service"] for c in before} <= {truth["root_cause_service"]}
+    if truth["cause_kind"].startswith("change.") or truth["cause_kind"] == "data.schema":
+        assert before, "a change story needs its change before the onset"
+    else:
+        assert not before
+
+
+@pytest.mark.parametrize("seed", range(0, 400, 5))
+def test_forced_traces_show_the_root_deviate_and_bystanders_stay_healthy(seed, tmp_path):
+    incident = generate(seed, traces=True)
+    scenario = load_scenario(write_incident(incident, tmp_path / incident.name))
+    if incident.ground_truth["question_kind"] in ("incident", "healthy"):
+        assert scenario.traces
+    _check_traces(scenario)
+
+
+def _check_traces(scenario) -> None:
+    truth = scenario.ground_truth
     if scenario.traces:
         spans = [s for _, _, trace in DemoTraces([scenario])._traces for s in trace]
         assert {s.service for s in spans} <= set(scenario.services)
@@ -182,16 +206,6 @@ def test_traces_and_changes_tell_the_story_of_the_ground_truth(seed, folders):
                 if [s for s in _involved(spans, service) if s.start_ns >= split]:
                     errors, slower = _deviation(spans, service, split)
                     assert errors <= 0 and slower < 1.5, (service, errors, slower)
-    if truth["expected_nothing_wrong"]:
-        assert all(c["offset_seconds"] < -6 * HOUR for c in scenario.changes)
-        return
-    onset = truth["incident_window"]["start_offset_seconds"]
-    before = [c for c in scenario.changes if onset - HOUR <= c["offset_seconds"] <= onset]
-    assert {c["service"] for c in before} <= {truth["root_cause_service"]}
-    if truth["cause_kind"].startswith("change.") or truth["cause_kind"] == "data.schema":
-        assert before, "a change story needs its change before the onset"
-    else:
-        assert not before
 
 
 # --- the stories: kinds, places, propagation, questions --------------------------------------------
