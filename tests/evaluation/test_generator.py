@@ -5,8 +5,11 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import re
 import statistics
+import subprocess
+import sys
 from collections import Counter, defaultdict
 from datetime import timedelta
 from pathlib import Path
@@ -65,6 +68,25 @@ def test_the_same_seed_gives_the_same_bytes_and_another_seed_does_not(tmp_path):
         two = files(write_incident(generate(seed), tmp_path / f"b{seed}"))
         assert one == two
     assert files(tmp_path / "a0")["logs.jsonl"] != files(tmp_path / "a7")["logs.jsonl"]
+
+
+def test_the_bytes_do_not_depend_on_the_process_hash_seed(tmp_path):
+    """Set and dict ordering of strings changes between processes; the output must not."""
+    script = ("import hashlib, sys, pathlib\n"
+              "from diagnosis.evaluation.generator import generate, write_incident\n"
+              "digest = hashlib.sha256()\n"
+              "for seed in (5, 42, 77):\n"
+              "    folder = write_incident(generate(seed, traces=True), pathlib.Path(sys.argv[1]) / str(seed))\n"
+              "    for path in sorted(folder.rglob('*')):\n"
+              "        digest.update(path.name.encode() + (path.read_bytes() if path.is_file() else b''))\n"
+              "print(digest.hexdigest())\n")
+    repo = Path(__file__).resolve().parents[2]
+    digests = set()
+    for hash_seed in ("1", "2"):
+        run = subprocess.run([sys.executable, "-c", script, str(tmp_path / hash_seed)], cwd=repo, capture_output=True,
+                             text=True, env={**os.environ, "PYTHONHASHSEED": hash_seed}, check=True)
+        digests.add(run.stdout.strip())
+    assert len(digests) == 1
 
 
 def test_traces_can_be_forced_on_and_off_without_changing_the_incident():
