@@ -5,8 +5,11 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import re
 import statistics
+import subprocess
+import sys
 from collections import Counter, defaultdict
 from datetime import timedelta
 from pathlib import Path
@@ -65,6 +68,25 @@ def test_the_same_seed_gives_the_same_bytes_and_another_seed_does_not(tmp_path):
         two = files(write_incident(generate(seed), tmp_path / f"b{seed}"))
         assert one == two
     assert files(tmp_path / "a0")["logs.jsonl"] != files(tmp_path / "a7")["logs.jsonl"]
+
+
+def test_the_bytes_do_not_depend_on_the_process_hash_seed(tmp_path):
+    """Set and dict ordering of strings changes between processes; the output must not."""
+    script = ("import hashlib, sys, pathlib\n"
+              "from diagnosis.evaluation.generator import generate, write_incident\n"
+              "digest = hashlib.sha256()\n"
+              "for seed in (5, 42, 77):\n"
+              "    folder = write_incident(generate(seed, traces=True), pathlib.Path(sys.argv[1]) / str(seed))\n"
+              "    for path in sorted(folder.rglob('*')):\n"
+              "        digest.update(path.name.encode() + (path.read_bytes() if path.is_file() else b''))\n"
+              "print(digest.hexdigest())\n")
+    repo = Path(__file__).resolve().parents[2]
+    digests = set()
+    for hash_seed in ("1", "2"):
+        run = subprocess.run([sys.executable, "-c", script, str(tmp_path / hash_seed)], cwd=repo, capture_output=True,
+                             text=True, env={**os.environ, "PYTHONHASHSEED": hash_seed}, check=True)
+        digests.add(run.stdout.strip())
+    assert len(digests) == 1
 
 
 def test_traces_can_be_forced_on_and_off_without_changing_the_incident():
@@ -168,6 +190,30 @@ def test_traces_and_changes_tell_the_story_of_the_ground_truth(seed, folders):
     """The checks of tests/demo/test_scenario_traces_changes.py, with the onset taken from the ground truth."""
     scenario = load_scenario(folders[seed])
     truth = scenario.ground_truth
+    _check_traces(scenario)
+    if truth["expected_nothing_wrong"]:
+        assert all(c["offset_seconds"] < -6 * HOUR for c in scenario.changes)
+        return
+    onset = truth["incident_window"]["start_offset_seconds"]
+    before = [c for c in scenario.changes if onset - HOUR <= c["offset_seconds"] <= onset]
+    assert {c["service"] for c in before} <= {truth["root_cause_service"]}
+    if truth["cause_kind"].startswith("change.") or truth["cause_kind"] == "data.schema":
+        assert before, "a change story needs its change before the onset"
+    else:
+        assert not before
+
+
+@pytest.mark.parametrize("seed", range(0, 400, 5))
+def test_forced_traces_show_the_root_deviate_and_bystanders_stay_healthy(seed, tmp_path):
+    incident = generate(seed, traces=True)
+    scenario = load_scenario(write_incident(incident, tmp_path / incident.name))
+    if incident.ground_truth["question_kind"] in ("incident", "healthy"):
+        assert scenario.traces
+    _check_traces(scenario)
+
+
+def _check_traces(scenario) -> None:
+    truth = scenario.ground_truth
     if scenario.traces:
         spans = [s for _, _, trace in DemoTraces([scenario])._traces for s in trace]
         assert {s.service for s in spans} <= set(scenario.services)
@@ -182,16 +228,6 @@ def test_traces_and_changes_tell_the_story_of_the_ground_truth(seed, folders):
                 if [s for s in _involved(spans, service) if s.start_ns >= split]:
                     errors, slower = _deviation(spans, service, split)
                     assert errors <= 0 and slower < 1.5, (service, errors, slower)
-    if truth["expected_nothing_wrong"]:
-        assert all(c["offset_seconds"] < -6 * HOUR for c in scenario.changes)
-        return
-    onset = truth["incident_window"]["start_offset_seconds"]
-    before = [c for c in scenario.changes if onset - HOUR <= c["offset_seconds"] <= onset]
-    assert {c["service"] for c in before} <= {truth["root_cause_service"]}
-    if truth["cause_kind"].startswith("change.") or truth["cause_kind"] == "data.schema":
-        assert before, "a change story needs its change before the onset"
-    else:
-        assert not before
 
 
 # --- the stories: kinds, places, propagation, questions --------------------------------------------

@@ -163,11 +163,20 @@ def pool(world: World, root: Node, onset: int) -> Story:
         name_used, name_wait = "db_client_connections_usage", "db_client_connections_pending_requests"
         labels["pool_name"] = f"{db.name}-pool"
     else:
-        name_used, name_wait = f"{prefix}_db_pool_in_use_connections", f"{prefix}_db_pool_waiting_requests"
+        name_used, name_wait = f"{prefix}_db_pool_in_use_connections", rng.choice((
+            f"{prefix}_db_pool_waiting_requests", f"{prefix}_db_pool_acquire_wait_seconds_total",
+            f"{prefix}_db_pool_utilisation_ratio"))
     used = [size * rng.uniform(0.1, 0.35) if i < i0 else float(size) for i in range(SAMPLES)]
-    wait = [0.0 if i < i0 else float(rng.randint(8, 60)) for i in range(SAMPLES)]
     world.series.append(gauge(name_used, labels, used))
-    world.series.append(gauge(name_wait, labels, wait))
+    query = None
+    if name_wait.endswith("_seconds_total"):  # seconds spent waiting for a connection, a counter
+        world.series.append(counter(name_wait, labels, [rng.uniform(0, 0.5) if i < i0 else rng.uniform(600, 1800)
+                                                        for i in range(SAMPLES)], rng.uniform(10, 5000)))
+        query = f'rate({name_wait}{{service="{root.name}"}}[5m])'
+    elif name_wait.endswith("_ratio"):
+        world.series.append(gauge(name_wait, labels, [u / size for u in used]))
+    else:
+        world.series.append(gauge(name_wait, labels, [0.0 if i < i0 else float(rng.randint(8, 60)) for i in range(SAMPLES)]))
     world.series.append(gauge(f"{prefix}_db_pool_max_connections" if style == "custom" else
                               ("hikaricp_connections_max" if style == "hikari" else "db_client_connections_max"),
                               labels, [float(size)] * SAMPLES))
@@ -194,7 +203,7 @@ def pool(world: World, root: Node, onset: int) -> Story:
     degrade(world, root, onset, "timeout")
     return Story("resource.pool", root, onset, "connection_pool_exhausted", ["pool", "connection"],
                  [text[:60], name_wait], "timeout", also_accepted=["dependency.database"],
-                 anomalous=[{"metric": name_wait, "service": root.name, "direction": "up"}],
+                 anomalous=[{"metric": name_wait, "service": root.name, "direction": "up", **({"query": query} if query else {})}],
                  notes=f"{db.name} itself stays healthy: the pool of {root.name} leaks connections.")
 
 

@@ -72,7 +72,8 @@ def _logfmt_value(value: str) -> str:
 
 def render(node: Node, event: Event, rng: random.Random) -> tuple[str, str | None]:
     """The line ``node`` writes for ``event`` and the record's level label (None: read it from the line)."""
-    fmt, level, text, logger, failure = node.format, event.level, event.text, event.logger or node.name, event.failure
+    fmt, level, text, failure = node.format, event.level, event.text, event.failure
+    logger = event.logger or _logger(node, rng)
     labelled = rng.random() < 0.5  # half the streams carry a level label, the rest are read from the line
     if event.raw:
         return text, None
@@ -96,7 +97,8 @@ def render(node: Node, event: Event, rng: random.Random) -> tuple[str, str | Non
                 f"{failure.type}: {failure.message}"
         return _json(record), (level if labelled else None)
     if fmt == "logfmt":
-        parts = [f"ts={{ts:iso}}", f"level={level.lower()}", f"caller={logger}", f"msg={_logfmt_value(text)}"]
+        caller = f"{logger.rsplit('/', 1)[-1]}.go:{rng.randint(20, 300)}" if node.tech == "go" else logger
+        parts = ["ts={ts:iso}", f"level={level.lower()}", f"caller={caller}", f"msg={_logfmt_value(text)}"]
         if failure:
             parts.append(f"err={_logfmt_value(failure.message)}")
         return " ".join(parts), (level if labelled else None)
@@ -114,7 +116,7 @@ def render(node: Node, event: Event, rng: random.Random) -> tuple[str, str | Non
     if fmt == "klog":
         letter = {"DEBUG": "I", "INFO": "I", "WARN": "W", "ERROR": "E"}.get(level, "F")
         tail = f": {failure.message}" if failure else ""
-        return f"{letter}{{ts:glog}}       1 {logger}.go:{rng.randint(20, 300)}] {text}{tail}", None
+        return f"{letter}{{ts:glog}}       1 {logger.rsplit('/', 1)[-1]}.go:{rng.randint(20, 300)}] {text}{tail}", None
     if fmt in ("logback", "log4j"):
         body = text
         if failure:
@@ -131,11 +133,12 @@ def render(node: Node, event: Event, rng: random.Random) -> tuple[str, str | Non
         return f"{{ts:python}} {_PY.get(level, level)} [{logger}] {body}", (_PY.get(level, level) if labelled else None)
     if fmt == "nginx":
         return f"{{ts:nginx_error}} [{_nginx_level(level)}] {event.pid}#{event.pid}: {text}", None
+    pid = event.pid if event.pid != 1 or fmt not in ("postgres", "mysql") else rng.randint(40, 99999)
     if fmt == "postgres":
         word = _PG.get(level, level)
-        return f"{{ts:postgres}} [{event.pid}] {event.logger}{word}:  {text}", {"LOG": "INFO"}.get(word, word)
+        return f"{{ts:postgres}} [{pid}] {event.logger}{word}:  {text}", {"LOG": "INFO"}.get(word, word)
     if fmt == "mysql":
-        return f"{{ts:iso_micros}} {event.pid} [{_MYSQL.get(level, 'Note')}] [MY-0{rng.randint(10000, 13999)}] " \
+        return f"{{ts:iso_micros}} {pid} [{_MYSQL.get(level, 'Note')}] [MY-0{rng.randint(10000, 13999)}] " \
                f"[Server] {text}", None
     if fmt == "redis":
         return f"{event.pid}:M {{ts:redis}} {_REDIS.get(level, '*')} {text}", ("WARNING" if level in ("WARN", "ERROR")
@@ -144,6 +147,24 @@ def render(node: Node, event: Event, rng: random.Random) -> tuple[str, str | Non
         return f"{{ts:datetime}}+00:00 [{level.lower() if level != 'WARN' else 'warning'}] " \
                f"<0.{rng.randint(200, 9000)}.0> {text}", None
     raise ValueError(f"unknown log format {fmt!r}; known: {', '.join(FORMATS)}")
+
+
+_JAVA_CLASSES = ("web.ApiController", "client.UpstreamClient", "repo.StoreRepository", "service.RequestService",
+                 "config.StartupRunner")
+_PY_MODULES = ("views", "client", "tasks", "db", "handlers")
+_GO_FILES = ("internal/handler/handler", "internal/client/client", "cmd/server/main", "pkg/store/store")
+
+
+def _logger(node: Node, rng: random.Random) -> str:
+    """What the software names the code that wrote the line: a Java class, a Python module, a Go file."""
+    stem = node.name.split("-")[0]
+    if node.tech == "java":
+        return f"c.{stem[0]}.{stem}.{rng.choice(_JAVA_CLASSES)}"
+    if node.tech == "python":
+        return f"{stem}.{rng.choice(_PY_MODULES)}"
+    if node.tech == "go":
+        return rng.choice(_GO_FILES)
+    return node.name
 
 
 def _nginx_level(level: str) -> str:

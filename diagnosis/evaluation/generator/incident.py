@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import random
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -54,7 +54,6 @@ class Incident:
     runbooks: dict[str, str]
     traces: dict[str, Any] | None = None
     changes: dict[str, Any] | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
 
 
 def _graph_for(rng: random.Random, size: int, kind: str | None) -> tuple[Graph, list[Node]]:
@@ -186,7 +185,7 @@ def generate(seed: int, *, traces: bool | None = None) -> Incident:
             howto_topic = "scale"
         subject_node = rng.choice(pick)
         asked = [subject_node.name]
-        question = ask_howto(rng, howto_topic, subject_node.name)
+        question = ask_howto(howto_topic, subject_node.name)
         name, text = howto_runbook(howto_topic, subject_node, rng.random() < 0.25)
         runbooks[name] = text
     for_runbook = graph.by_name.get(asked[0]) or rng.choice(graph.of_role("frontend", "service"))
@@ -222,7 +221,6 @@ def generate(seed: int, *, traces: bool | None = None) -> Incident:
 
     # ground truth
     truth: dict[str, Any]
-    rendered = [r["message"] for r in logs]
     if question_kind == "incident":
         assert story is not None
         evidence = [e for e in story.evidence if e]
@@ -258,7 +256,6 @@ def generate(seed: int, *, traces: bool | None = None) -> Incident:
               "size": len(graph.nodes), "seed": seed,
               "formats": sorted({graph.by_name[r["service"]].format for r in logs}), "held_back": seed >= HELD_BACK_FROM, "noise": noise,
               "metric_conventions": sorted(set(telemetry.conventions.values())), "mesh": telemetry.mesh}
-    del rendered
 
     data_services = sorted({r["service"] for r in logs} | {s["labels"]["service"] for s in world.series
                                                            if "service" in s["labels"]}

@@ -37,7 +37,7 @@ def routine_line(world: World, node: Node, at: float) -> None:
                   "(Got timeout reading communication packets)."],
         "redis": [f"{rng.randint(10, 900)} changes in 300 seconds. Saving...", "Background saving terminated with success",
                   f"Background saving started by pid {rng.randint(100, 9999)}"],
-        "rabbitmq": [f"accepting AMQP connection <0.{rng.randint(900, 9000)}.0> ({rng.choice(list(_ips(world, node)))}:"
+        "rabbitmq": [f"accepting AMQP connection <0.{rng.randint(900, 9000)}.0> ({rng.choice(_ips(world, node))}:"
                      f"{rng.randint(30000, 60000)} -> {world.workloads[node.name].pods[0].ip}:5672)"],
         "kafka": [f"[GroupCoordinator 1]: Stabilized group {world.names.plain((2, 2))} generation {rng.randint(2, 90)} "
                   f"(__consumer_offsets-{rng.randint(0, 49)}) with {rng.randint(1, 6)} members (kafka.coordinator.group.GroupCoordinator)"],
@@ -59,8 +59,8 @@ def routine_line(world: World, node: Node, at: float) -> None:
         f"health check ok ({ms}ms)")))
 
 
-def _ips(world: World, node: Node) -> set[str]:
-    return {world.pod_ip(c) for c in world.graph.callers(node.name) if c.in_cluster} or {"10.0.0.9"}
+def _ips(world: World, node: Node) -> list[str]:
+    return sorted({world.pod_ip(c) for c in world.graph.callers(node.name) if c.in_cluster}) or ["10.0.0.9"]
 
 
 def routine_warning(world: World, node: Node, at: float) -> str:

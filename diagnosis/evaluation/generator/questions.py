@@ -34,7 +34,7 @@ def ask(rng: random.Random, kind: str, subject: str, minutes: int) -> dict[str, 
     return {"en": en.format(s=subject, m=minutes), "zh": zh.format(s=subject, m=minutes)}
 
 
-def ask_howto(rng: random.Random, topic: str, subject: str) -> dict[str, str]:
+def ask_howto(topic: str, subject: str) -> dict[str, str]:
     en, zh = HOWTO[topic]
     return {"en": en.format(s=subject), "zh": zh.format(s=subject)}
 

@@ -86,6 +86,26 @@ def client_lines(world: World, root: Node, onset: int, texts: dict[str, tuple[st
     return direct
 
 
+def saturate(world: World, caller: Node, callee: Node, onset: int) -> None:
+    """A caller waiting on a slow callee fills its own pool or worker threads: a symptom that looks like a
+    cause (a saturation series and the line its stack writes)."""
+    rng = world.rng
+    prefix = world.names.plain((2, 2))
+    name = rng.choice((f"{prefix}_http_client_pool_pending_requests", f"{prefix}_worker_threads_busy_ratio",
+                       f"{prefix}_executor_queue_length"))
+    i0 = first_sample_at(onset)
+    full = 1.0 if name.endswith("_ratio") else float(rng.randint(50, 400))
+    world.series.append({"labels": {"__name__": name, "service": caller.name}, "step_seconds": 60,
+                         "values": [round(full * rng.uniform(0.02, 0.2), 3) if i < i0 else full for i in range(SAMPLES)]})
+    url = world.url(callee, "/")
+    text = {"java": f"Timeout waiting for connection from pool (route: {url})",
+            "python": f"Connection pool is full, discarding connection: {callee.name}. Connection pool size: 10",
+            "node": f"request queue for {url} is full ({int(full)} waiting), rejecting",
+            }.get(caller.tech, f"all workers busy ({int(full)} queued) waiting on {callee.name}")
+    for at in spread(world, onset + rng.randint(10, 60), 0, rng.randint(1, 2)):
+        world.log(caller, at, "WARN", text)
+
+
 def propagate(world: World, story: Story, lines_per_caller: int) -> None:
     """Carry the fault up the graph: every direct caller, then each affected node's callers (most of them)."""
     rng, graph = world.rng, world.graph
@@ -105,6 +125,8 @@ def propagate(world: World, story: Story, lines_per_caller: int) -> None:
         onset = min(-30, callee_onset + rng.randint(*HOP_DELAY))
         degrade(world, caller, onset, effect)
         write_lines(world, caller, callee, effect, onset, lines_per_caller)
+        if effect in ("timeout", "slow") and caller.role == "service" and rng.random() < 0.5:
+            saturate(world, caller, callee, onset)
         affected[caller.name] = (onset, UPWARD[effect])
     # further up: callers of affected nodes
     queue = list(affected.items())

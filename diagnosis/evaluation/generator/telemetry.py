@@ -37,7 +37,8 @@ class Telemetry:
         rng, tl = self.world.rng, self.world.timelines[node.name]
         conv = rng.choice(CONVENTIONS[node.tech])
         self.conventions[node.name] = conv
-        svc = {"service": node.name}
+        # the OpenTelemetry collector's Prometheus exporter names the service by `job`; kube-prometheus by `service`
+        svc = {self.service_label(node.name): node.name}
         ok = _per_step([r * (1 - e) for r, e in zip(tl.rps, tl.err)])
         bad = _per_step([r * e for r, e in zip(tl.rps, tl.err)])
         gone = tl.missing
@@ -83,6 +84,26 @@ class Telemetry:
             out += histogram("envoy_http_downstream_rq_time", base, _per_step(tl.rps), tl.latency, start, gone,
                              bounds=MS_BOUNDS, scale=1000.0)
 
+    def service_label(self, name: str) -> str:
+        return "job" if self.conventions.get(name) == "otel" else "service"
+
+    def _custom(self, node: Node) -> None:
+        """One or two of the application's own series under a random prefix, named by convention."""
+        rng, tl = self.world.rng, self.world.timelines[node.name]
+        prefix = self.world.names.plain((2, 2))
+        for _ in range(rng.randint(1, 2)):
+            noun = self.world.names.plain((1, 2))
+            suffix = rng.choice(("_total", "_bytes", "_seconds", "_ratio"))
+            labels = {"service": node.name}
+            if suffix == "_total":
+                self.world.series.append(counter(f"{prefix}_{noun}{suffix}", labels,
+                                                 _per_step([r * rng.uniform(0.1, 2) for r in tl.rps]), rng.uniform(1e3, 1e7),
+                                                 tl.missing))
+            else:
+                level = {"_bytes": rng.uniform(1e5, 1e9), "_seconds": rng.uniform(0.01, 30), "_ratio": rng.uniform(0.05, 0.9)}[suffix]
+                self.world.series.append(gauge(f"{prefix}_{noun}{suffix}", labels,
+                                               [level * rng.uniform(0.93, 1.07) for _ in range(SAMPLES)], tl.missing))
+
     def errors_query(self, name: str) -> tuple[str, str]:
         conv = self.conventions[name]
         sel = {
@@ -93,14 +114,14 @@ class Telemetry:
             "ingress": ("nginx_ingress_controller_requests", 'status=~"5.."'),
             "envoy": ("envoy_http_downstream_rq_xx", 'envoy_response_code_class="5"'),
         }[conv]
-        return sel[0], f'sum(rate({sel[0]}{{service="{name}",{sel[1]}}}[5m]))'
+        return sel[0], f'sum(rate({sel[0]}{{{self.service_label(name)}="{name}",{sel[1]}}}[5m]))'
 
     def latency_query(self, name: str) -> tuple[str, str]:
         base = {"prom": "http_request_duration_seconds", "micrometer": "http_server_requests_seconds",
                 "otel": "http_server_request_duration_seconds", "flask": "flask_http_request_duration_seconds",
                 "ingress": "nginx_ingress_controller_request_duration_seconds",
                 "envoy": "envoy_http_downstream_rq_time"}[self.conventions[name]]
-        return f"{base}_bucket", (f'histogram_quantile(0.99, sum by (le) (rate({base}_bucket{{service="{name}"}}[5m])))')
+        return f"{base}_bucket", (f'histogram_quantile(0.99, sum by (le) (rate({base}_bucket{{{self.service_label(name)}="{name}"}}[5m])))')
 
     def traffic_query(self, name: str) -> tuple[str, str]:
         node = self.world.graph.by_name[name]
@@ -108,7 +129,7 @@ class Telemetry:
                   "redis": "redis_commands_processed_total", "kafka": "kafka_topic_partition_current_offset"}.get(node.tech)
         if metric is None:
             metric, _ = self.errors_query(name)
-        return metric, f'sum(rate({metric}{{service="{name}"}}[5m]))'
+        return metric, f'sum(rate({metric}{{{self.service_label(name)}="{name}"}}[5m]))'
 
     # --- the mesh ----------------------------------------------------------------------------------
 
@@ -236,6 +257,8 @@ class Telemetry:
         for node in world.graph.nodes:
             if node.role in ("frontend", "service"):
                 self._app(node)
+                if self.world.rng.random() < 0.5:
+                    self._custom(node)
             else:
                 self._backing(node)
             if node.in_cluster:

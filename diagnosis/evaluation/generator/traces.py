@@ -61,7 +61,9 @@ def _shape(world: World, story: Story, path: list[Node], broken: bool, base: dic
                              "children": [inner]})
         elif root.is_leaf and node is not root:
             children.append(_leaf_client(world, node, root, base[root.name], mode))
-        for leaf in world.graph.callees(node.name):
+        # a slow root's own calls are left uninstrumented: its slowness is its own time, not a callee's
+        quiet = node is root and story.trace == "slow"
+        for leaf in [] if quiet else world.graph.callees(node.name):
             if leaf.is_leaf and leaf is not root and len(children) < 3:
                 span = _leaf_client(world, node, leaf, base[leaf.name], None)
                 if mode == "error" and node is root:
@@ -84,6 +86,24 @@ def _shape(world: World, story: Story, path: list[Node], broken: bool, base: dic
     return build(0)
 
 
+VARIANTS = 5  # durations cycle over this many occurrences, as real requests vary
+
+
+def _merge(shapes: list[dict[str, Any]]) -> dict[str, Any]:
+    """One span tree whose ``duration_ms`` lists the durations of the same span across ``shapes``."""
+    first = dict(shapes[0])
+    first["duration_ms"] = [s["duration_ms"] for s in shapes]
+    if first.get("children"):
+        first["children"] = [_merge([s["children"][i] for s in shapes]) for i in range(len(first["children"]))]
+    return first
+
+
+def _varied(world: World, story: Story, path: list[Node], broken: bool, base: dict[str, float]) -> dict[str, Any]:
+    rng = world.rng
+    return _merge([_shape(world, story, path, broken, {k: v * rng.uniform(0.75, 1.3) for k, v in base.items()})
+                   for _ in range(VARIANTS)])
+
+
 def render_traces(world: World, story: Story | None) -> dict[str, Any]:
     """Two shapes around the story's onset; a world where nothing is wrong gets one healthy shape."""
     rng = world.rng
@@ -99,10 +119,10 @@ def render_traces(world: World, story: Story | None) -> dict[str, Any]:
             path.append(nxt[0])
         calm = Story("none", path[-1], 0, "", [], [], None)
         return {"traces": [{"name": "requests served normally", "from_offset_seconds": -3540, "to_offset_seconds": 0,
-                            "every_seconds": every, "root": _shape(world, calm, path, False, base)}]}
+                            "every_seconds": every, "root": _varied(world, calm, path, False, base)}]}
     path = _path(world, story)
     healthy = {"name": "requests served normally", "from_offset_seconds": -3540,
-               "to_offset_seconds": story.onset - 1, "every_seconds": every, "root": _shape(world, story, path, False, base)}
+               "to_offset_seconds": story.onset - 1, "every_seconds": every, "root": _varied(world, story, path, False, base)}
     broken = {"name": "requests after the onset", "from_offset_seconds": story.onset, "to_offset_seconds": 0,
-              "every_seconds": every, "root": _shape(world, story, path, True, base)}
+              "every_seconds": every, "root": _varied(world, story, path, True, base)}
     return {"traces": [healthy, broken]}
