@@ -52,7 +52,7 @@ class Edge:
 
 
 @dataclass
-class Graph:
+class DependencyGraph:
     edges: dict[tuple[str, str], Edge] = field(default_factory=dict)
     unresolved: dict[str, list[tuple[str, Ref]]] = field(default_factory=lambda: defaultdict(list))
     nodes: set[str] = field(default_factory=set)  # the entities that are nodes, not services
@@ -133,8 +133,8 @@ def addressed_in(message: str, evidence: Evidence, known: set[str]) -> tuple[lis
     return list(dict.fromkeys(found)), unresolved
 
 
-def build_graph(evidence: Evidence) -> Graph:
-    graph = Graph()
+def build_graph(evidence: Evidence) -> DependencyGraph:
+    graph = DependencyGraph()
     known = evidence.services() | set(evidence.queried)
     for series in evidence.series:
         labels = series.labels

@@ -17,7 +17,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
 
-from diagnosis.localisation.graph import Edge, Graph, build_graph, named_in
+from diagnosis.localisation.graph import Edge, DependencyGraph, build_graph, named_in
 from diagnosis.localisation.kinds import word_votes
 from diagnosis.localisation.levels import at_least
 from diagnosis.localisation.ranking import TOLERANCE_S, Candidate, cause_kind, candidates_of, explain, rank
@@ -49,7 +49,7 @@ class Localisation:
     path: list[Edge] = field(default_factory=list)  # subject -> ... -> root, the edges that link them
     next_checks: list[NextCheck] = field(default_factory=list)
     context: list[Signal] = field(default_factory=list)  # changes and alerts, never a cause by themselves
-    graph: Graph = field(default_factory=Graph)
+    graph: DependencyGraph = field(default_factory=DependencyGraph)
 
     def edges_from(self, services: Iterable[str]) -> list[Edge]:
         """The dependencies of these services, in the order given."""
@@ -127,7 +127,7 @@ def localise_evidence(evidence: Evidence, subject: Iterable[str] = ()) -> Locali
 PEER_KINDS = ("network.tls", "network.refused", "network.loss", "network.timeout")
 
 
-def named_signals(signals: list[Signal], evidence: Evidence, graph: Graph) -> list[Signal]:
+def named_signals(signals: list[Signal], evidence: Evidence, graph: DependencyGraph) -> list[Signal]:
     """What callers' errors say about a dependency they name that shows nothing itself: a certificate it
     presents, a port that refuses, a path that drops or a reply that never comes. The dependency gets a
     signal of that kind, citing the caller's line (the evidence names it; it is not observed on it)."""

@@ -14,7 +14,7 @@ import re
 from collections import Counter
 from dataclasses import dataclass, field
 
-from diagnosis.localisation.graph import Edge, Graph
+from diagnosis.localisation.graph import Edge, DependencyGraph
 from diagnosis.localisation.kinds import GENERIC, role_of, signal_votes, word_votes
 from diagnosis.localisation.signals import Signal
 
@@ -75,7 +75,7 @@ def _shares_resource(candidate: Candidate, host: Candidate) -> bool:
     return bool(kinds & {s.kind for s in host.faults})
 
 
-def explain(candidates: dict[str, Candidate], graph: Graph) -> None:
+def explain(candidates: dict[str, Candidate], graph: DependencyGraph) -> None:
     """Set each candidate's ``explained_by``: the anomalous dependency that accounts for it."""
     for candidate in candidates.values():
         options = []

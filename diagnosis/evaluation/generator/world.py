@@ -54,7 +54,7 @@ class Pod:
 
 
 @dataclass
-class Timeline:
+class StoryTimeline:
     """Per-sample behaviour of one node; metric conventions render it (telemetry.py)."""
 
     rps: list[float]
@@ -89,7 +89,7 @@ class World:
     namespace: str
     nodes: list[tuple[str, str]]  # (k8s node name, hostIP)
     workloads: dict[str, Workload]
-    timelines: dict[str, Timeline]
+    timelines: dict[str, StoryTimeline]
     events: list[tuple[str, Event]] = field(default_factory=list)
     series: list[dict[str, Any]] = field(default_factory=list)
     k8s_events: list[dict[str, Any]] = field(default_factory=list)
@@ -153,7 +153,7 @@ class World:
         return event
 
 
-def _timeline(rng: random.Random, node: Node) -> Timeline:
+def _timeline(rng: random.Random, node: Node) -> StoryTimeline:
     base_rps = rng.uniform(3, 120) if node.role in ("frontend", "service") else rng.uniform(20, 400)
     base_lat = rng.uniform(0.01, 0.12) if node.role != "external" else rng.uniform(0.08, 0.3)
     base_err = rng.uniform(0.001, 0.008)
@@ -162,7 +162,7 @@ def _timeline(rng: random.Random, node: Node) -> Timeline:
     mem_limit = rng.choice((256, 512, 1024, 2048)) * 1024 * 1024
     mem_base = mem_limit * rng.uniform(0.3, 0.55)
     wobble = [1 + 0.08 * math.sin(i / rng.uniform(4, 9) + rng.random()) + rng.uniform(-0.05, 0.05) for i in range(SAMPLES)]
-    return Timeline(
+    return StoryTimeline(
         rps=[base_rps * w for w in wobble],
         err=[base_err * rng.uniform(0.6, 1.4) for _ in range(SAMPLES)],
         latency=[base_lat * rng.uniform(0.9, 1.1) for _ in range(SAMPLES)],
