@@ -6,6 +6,7 @@ demo telemetry."""
 from __future__ import annotations
 
 import ipaddress
+import os
 from pathlib import Path
 
 from django.core.exceptions import ImproperlyConfigured
@@ -103,6 +104,14 @@ DATABASES = {"default": parse_database_url(DATABASE_URL, base_dir=BASE_DIR)}
 # thread per request, which would leave persistent connections behind: with DEBUG the default is 0
 # (closed at the end of each request and task).
 DATABASES["default"]["CONN_MAX_AGE"] = env_int("DATABASE_CONN_MAX_AGE", 0 if DEBUG else 60, minimum=0, maximum=3600)
+# An ASGI web process (config/asgi.py marks it) keeps no connection between requests: "When using ASGI,
+# persistent connections should be disabled" (Django 5.2, ref/databases, "Persistent connections"). Each
+# request runs its sync code in a thread of its own and every stream read runs on a pool thread, so a
+# persistent connection would outlive its request in a thread nobody reuses. Django's connection pool is for
+# PostgreSQL only. Workers keep DATABASE_CONN_MAX_AGE. The bound on connections: docs/DEPLOY.md.
+ASGI_PROCESS = os.environ.get("AIOPS_ASGI_PROCESS") == "1"
+if ASGI_PROCESS:
+    DATABASES["default"]["CONN_MAX_AGE"] = 0
 DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
 if DATABASES["default"]["ENGINE"].endswith("sqlite3"):
     Path(DATABASES["default"]["NAME"]).parent.mkdir(parents=True, exist_ok=True)

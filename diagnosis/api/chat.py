@@ -17,7 +17,7 @@ from contextlib import aclosing
 from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.core.handlers.asgi import ASGIRequest
-from django.db import connections
+from django.db import close_old_connections, connections
 from django.http import StreamingHttpResponse
 from django.urls import reverse
 from django.views.decorators.csrf import csrf_exempt
@@ -194,7 +194,11 @@ def _sse(event_id: int | None, kind: str, data: dict) -> str:
 
 def _final_status(run: DiagnosisRun) -> str:
     """The terminal status of a run that ended without a terminal event after the client's position."""
-    run.refresh_from_db()
+    close_old_connections()
+    try:
+        run.refresh_from_db()
+    finally:
+        close_old_connections()  # read on a pool thread, where no request ends: see live_progress
     return _sse(None, "status", {"status": run.status, "runId": run.run_id, "degraded": run.degraded,
                                  "verdict": run.effective_verdict or None, "errorCode": run.error_code or None})
 
