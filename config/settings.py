@@ -264,6 +264,9 @@ if RUN_LEASE_SECONDS < LLM_CALL_WORST_SECONDS:
 RUN_REAPER_INTERVAL_SECONDS = env_float("RUN_REAPER_INTERVAL_SECONDS", max(5.0, RUN_LEASE_SECONDS / 4), minimum=1, maximum=3600)
 # A PENDING run older than this is published again once; still PENDING one deadline later, it is FAILED queue_lost.
 RUN_QUEUE_DEADLINE_SECONDS = env_int("RUN_QUEUE_DEADLINE_SECONDS", 900, minimum=10)
+# A run whose claim failed on a database or broker error is retried with exponential backoff (1, 2, 4 s ...,
+# full jitter) capped at this, until its queue deadline (diagnosis.tasks.execute_run).
+RUN_CLAIM_RETRY_BACKOFF_MAX_SECONDS = env_int("RUN_CLAIM_RETRY_BACKOFF_MAX_SECONDS", 10, minimum=1, maximum=600)
 CHAT_MAX_ACTIVE_RUNS = env_int("CHAT_MAX_ACTIVE_RUNS", 5, minimum=1, maximum=1000)
 CHAT_THROTTLE_RATE = env_str("CHAT_THROTTLE_RATE", "60/min")
 

@@ -7,6 +7,7 @@ to an HTTP status."""
 from __future__ import annotations
 
 import logging
+import time
 from dataclasses import dataclass
 from datetime import timedelta
 from functools import partial
@@ -136,7 +137,7 @@ def _active_run_limit(user) -> None:
 
 def run_enqueue(*, run_id: str, task) -> None:
     try:
-        task.delay(run_id)
+        task.delay(run_id, queued_at=time.time())  # the task's retries stop at the queue deadline from here
     except Exception as exc:  # kombu OperationalError, redis ConnectionError, ...
         logger.error("could not enqueue run %s: %s", run_id, exc)
         try:
