@@ -5,13 +5,14 @@ from __future__ import annotations
 import json
 
 from django.contrib.auth import get_user_model
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 
+from diagnosis.management.arguments import DAY, ValidatedCommand, seconds
 from diagnosis.models import DiagnosisRun
 from diagnosis.services.replay import ReplayForbidden, ReplayInputError, ReplayNotFound, replay_options_clean, replay_submit, replay_wait
 
 
-class Command(BaseCommand):
+class Command(ValidatedCommand):
     help = "Replay a finished chat diagnosis on the tool results it recorded (same graph, chosen model and prompts)."
 
     def add_arguments(self, parser):
@@ -23,7 +24,7 @@ class Command(BaseCommand):
         parser.add_argument("--live-fallback", action="store_true",
                             help="serve tool calls missing from the recording live (marked in the trace)")
         parser.add_argument("--user", help="who replays it (default: the run's owner)")
-        parser.add_argument("--wait", type=float, default=600.0, help="seconds to wait for the replay to finish")
+        parser.add_argument("--wait", type=seconds(maximum=DAY), default=600.0, help="seconds to wait for the replay to finish")
 
     def handle(self, *args, run_id, model, role_model, prompt_version, live_fallback, user, wait, **options):
         source = DiagnosisRun.objects.select_related("session__owner").filter(run_id=run_id).first()
