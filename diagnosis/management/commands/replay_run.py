@@ -9,7 +9,8 @@ from django.core.management.base import CommandError
 
 from diagnosis.management.arguments import DAY, ValidatedCommand, seconds
 from diagnosis.models import DiagnosisRun
-from diagnosis.services.replay import ReplayForbidden, ReplayInputError, ReplayNotFound, replay_options_clean, replay_submit, replay_wait
+from diagnosis.services.replay import ReplayForbidden, ReplayNotFound, replay_options_clean, replay_submit, replay_wait
+from diagnosis.services.submission import RunRefused
 
 
 class Command(ValidatedCommand):
@@ -45,7 +46,7 @@ class Command(ValidatedCommand):
             run = replay_submit(user=who, run_id=run_id, options=replay_options)
         except (ReplayNotFound, ReplayForbidden):
             raise CommandError(f"{who} may not replay run {run_id}") from None
-        except ReplayInputError as exc:
+        except RunRefused as exc:  # bad input, or the user's active-run cap
             raise CommandError(f"{exc.field}: {exc.message}") from None
         run = replay_wait(run, wait)
         self.stdout.write(json.dumps({

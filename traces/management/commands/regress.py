@@ -10,6 +10,7 @@ from django.core.management.base import CommandError
 from diagnosis.management.arguments import DAY, ValidatedCommand, integer, seconds
 from diagnosis.services.regression import RegressionSetError
 from diagnosis.services.replay import ReplayInputError, replay_options_clean
+from diagnosis.services.submission import RunRefused
 from traces.regress import Thresholds, regress, write_report
 
 
@@ -55,6 +56,8 @@ class Command(ValidatedCommand):
             report = regress(set_name=o["set_name"], options=options, limits=limits, prices=prices, wait_seconds=o["wait"])
         except RegressionSetError as exc:
             raise CommandError(str(exc)) from None
+        except RunRefused as exc:  # the regression user's active-run cap stayed full for --wait seconds
+            raise CommandError(f"{exc.field}: {exc.message}") from None
         json_path, md_path = write_report(report, o["out"])
         s = report["summary"]
         self.stdout.write(
