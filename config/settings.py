@@ -303,7 +303,12 @@ REST_FRAMEWORK = {
     # Content type is chosen by the Accept header only: no `?format=` override to validate or document.
     "URL_FORMAT_OVERRIDE": None,
 }
-DATA_UPLOAD_MAX_MEMORY_SIZE = 256 * 1024  # request bodies; a question is capped far below this
+# Request bodies: at most this many bytes, on every endpoint. Under ASGI diagnosis/api/body_limit.py refuses a
+# larger one with 413 as it streams in, before Django reads it; Django's own limits are the same number, so a
+# body within it is parsed in memory and never spooled to a temporary file.
+REQUEST_BODY_MAX_BYTES = env_int("REQUEST_BODY_MAX_BYTES", 256 * 1024, minimum=1024, maximum=64 * 1024 * 1024)
+DATA_UPLOAD_MAX_MEMORY_SIZE = REQUEST_BODY_MAX_BYTES  # a question is capped far below this
+FILE_UPLOAD_MAX_MEMORY_SIZE = REQUEST_BODY_MAX_BYTES
 SPECTACULAR_SETTINGS = {
     "TITLE": "Evidence-gated AIOps diagnosis API",
     "VERSION": "1.0.0",

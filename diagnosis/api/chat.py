@@ -192,13 +192,18 @@ def _sse(event_id: int | None, kind: str, data: dict) -> str:
     return f"{head}event: {kind}\ndata: {json.dumps(data, ensure_ascii=False, default=str)}\n\n"
 
 
-def _final_status(run: DiagnosisRun) -> str:
-    """The terminal status of a run that ended without a terminal event after the client's position."""
+def _final_status_off_loop(run: DiagnosisRun) -> str:
+    """_final_status on a pool thread, where no request ends: the read closes its connection (see live_progress)."""
     close_old_connections()
     try:
-        run.refresh_from_db()
+        return _final_status(run)
     finally:
-        close_old_connections()  # read on a pool thread, where no request ends: see live_progress
+        close_old_connections()
+
+
+def _final_status(run: DiagnosisRun) -> str:
+    """The terminal status of a run that ended without a terminal event after the client's position."""
+    run.refresh_from_db()
     return _sse(None, "status", {"status": run.status, "runId": run.run_id, "degraded": run.degraded,
                                  "verdict": run.effective_verdict or None, "errorCode": run.error_code or None})
 
@@ -288,7 +293,7 @@ async def _live_events_sse(run: DiagnosisRun, after: int, account: StreamAccount
                     await off_loop(account.renew)
                     yield ": keep-alive\n\n"
                 elif event.kind == "finished":
-                    yield await off_loop(_final_status, run)
+                    yield await off_loop(_final_status_off_loop, run)
                     return
                 else:
                     yield _sse(event.id, event.kind, {**event.data, "runId": run.run_id})
