@@ -229,7 +229,7 @@ class Load:
                         run_id = response.json()["runId"]
                         with self.lock:
                             self.accepted.setdefault(run_id, time.time())
-                            self.for_streams.append(run_id)
+                            self.for_streams.append((run_id, token))  # a stream reads its own user's run
                         break
                     with self.lock:
                         self.refused.append(f"{response.status_code if response is not None else error}")
@@ -239,15 +239,14 @@ class Load:
                 time.sleep(self.args.think)
 
     def streamer(self, k: int) -> None:
-        token = self.tokens[k % len(self.tokens)]
-        with httpx.Client(base_url=self.args.base_url, headers={"Authorization": f"Token {token}"},
-                          timeout=httpx.Timeout(30, read=60)) as http:
+        with httpx.Client(base_url=self.args.base_url, timeout=httpx.Timeout(30, read=60)) as http:
             while not self.stop.is_set():
                 with self.lock:
-                    run_id = self.for_streams.pop(0) if self.for_streams else None
+                    run_id, token = self.for_streams.pop(0) if self.for_streams else (None, None)
                 if run_id is None:
                     time.sleep(0.2)
                     continue
+                http.headers["Authorization"] = f"Token {token}"
                 last = None
                 for _ in range(10):  # resume with Last-Event-ID after a dropped stream
                     try:
@@ -374,7 +373,8 @@ def main() -> int:
     p.add_argument("--mariadb-port", type=int, default=3421)
     p.add_argument("--redis-port", type=int, default=6421)
     p.add_argument("--web-port", type=int, default=8121)
-    p.add_argument("--stuck-after", type=float, default=180, help="seconds after the last submission to wait for every run")
+    p.add_argument("--stuck-after", type=float, default=180,
+                   help="the runs left are stuck once none has ended for this many seconds")
     p.add_argument("--json", type=Path, help="write the figures here")
     p.add_argument("--keep", action="store_true", help="keep the work directory (logs)")
     args = p.parse_args()
@@ -419,18 +419,18 @@ def main() -> int:
         for thread in clients + streams:
             thread.start()
         warm_at, killed_runs, faults = None, set(), []
-        give_up = None
+        give_up, last_ended = None, -1
         while True:  # faults keyed to the share of runs ended, so they land while runs are in flight
             ended = ended_runs(db)
             done = ended / args.runs
             if warm_at is None and done >= 0.2:
                 warm_at = time.time()
             clients_done = not any(t.is_alive() for t in clients)
-            if clients_done and give_up is None:
-                give_up = time.monotonic() + args.stuck_after
+            if ended != last_ended:  # stuck: no run has ended for --stuck-after seconds
+                last_ended, give_up = ended, time.monotonic() + args.stuck_after
             if ended >= len(load.accepted) and clients_done and len(faults) == 2:
                 break
-            if give_up is not None and time.monotonic() > give_up:
+            if time.monotonic() > give_up:
                 break
             if not faults and done >= 1 / 3:
                 held = running_now(db)
