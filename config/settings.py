@@ -6,6 +6,7 @@ demo telemetry."""
 from __future__ import annotations
 
 import ipaddress
+import os
 from pathlib import Path
 
 from django.core.exceptions import ImproperlyConfigured
@@ -103,6 +104,14 @@ DATABASES = {"default": parse_database_url(DATABASE_URL, base_dir=BASE_DIR)}
 # thread per request, which would leave persistent connections behind: with DEBUG the default is 0
 # (closed at the end of each request and task).
 DATABASES["default"]["CONN_MAX_AGE"] = env_int("DATABASE_CONN_MAX_AGE", 0 if DEBUG else 60, minimum=0, maximum=3600)
+# An ASGI web process (config/asgi.py marks it) keeps no connection between requests: "When using ASGI,
+# persistent connections should be disabled" (Django 5.2, ref/databases, "Persistent connections"). Each
+# request runs its sync code in a thread of its own and every stream read runs on a pool thread, so a
+# persistent connection would outlive its request in a thread nobody reuses. Django's connection pool is for
+# PostgreSQL only. Workers keep DATABASE_CONN_MAX_AGE. The bound on connections: docs/DEPLOY.md.
+ASGI_PROCESS = os.environ.get("AIOPS_ASGI_PROCESS") == "1"
+if ASGI_PROCESS:
+    DATABASES["default"]["CONN_MAX_AGE"] = 0
 DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
 if DATABASES["default"]["ENGINE"].endswith("sqlite3"):
     Path(DATABASES["default"]["NAME"]).parent.mkdir(parents=True, exist_ok=True)
@@ -255,6 +264,9 @@ if RUN_LEASE_SECONDS < LLM_CALL_WORST_SECONDS:
 RUN_REAPER_INTERVAL_SECONDS = env_float("RUN_REAPER_INTERVAL_SECONDS", max(5.0, RUN_LEASE_SECONDS / 4), minimum=1, maximum=3600)
 # A PENDING run older than this is published again once; still PENDING one deadline later, it is FAILED queue_lost.
 RUN_QUEUE_DEADLINE_SECONDS = env_int("RUN_QUEUE_DEADLINE_SECONDS", 900, minimum=10)
+# A run whose claim failed on a database or broker error is retried with exponential backoff (1, 2, 4 s ...,
+# full jitter) capped at this, until its queue deadline (diagnosis.tasks.execute_run).
+RUN_CLAIM_RETRY_BACKOFF_MAX_SECONDS = env_int("RUN_CLAIM_RETRY_BACKOFF_MAX_SECONDS", 10, minimum=1, maximum=600)
 CHAT_MAX_ACTIVE_RUNS = env_int("CHAT_MAX_ACTIVE_RUNS", 5, minimum=1, maximum=1000)
 CHAT_THROTTLE_RATE = env_str("CHAT_THROTTLE_RATE", "60/min")
 
@@ -291,7 +303,12 @@ REST_FRAMEWORK = {
     # Content type is chosen by the Accept header only: no `?format=` override to validate or document.
     "URL_FORMAT_OVERRIDE": None,
 }
-DATA_UPLOAD_MAX_MEMORY_SIZE = 256 * 1024  # request bodies; a question is capped far below this
+# Request bodies: at most this many bytes, on every endpoint. Under ASGI diagnosis/api/body_limit.py refuses a
+# larger one with 413 as it streams in, before Django reads it; Django's own limits are the same number, so a
+# body within it is parsed in memory and never spooled to a temporary file.
+REQUEST_BODY_MAX_BYTES = env_int("REQUEST_BODY_MAX_BYTES", 256 * 1024, minimum=1024, maximum=64 * 1024 * 1024)
+DATA_UPLOAD_MAX_MEMORY_SIZE = REQUEST_BODY_MAX_BYTES  # a question is capped far below this
+FILE_UPLOAD_MAX_MEMORY_SIZE = REQUEST_BODY_MAX_BYTES
 SPECTACULAR_SETTINGS = {
     "TITLE": "Evidence-gated AIOps diagnosis API",
     "VERSION": "1.0.0",

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import statistics
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -18,6 +19,7 @@ from django.contrib.auth.models import Group
 from diagnosis.services.access import SUPPORT_STAFF
 from diagnosis.services.regression import regression_set_runs
 from diagnosis.services.replay import ReplayOptions, replay_submit, replay_wait
+from diagnosis.services.submission import RunRefused
 from traces.replay_compare import compare_runs
 
 REGRESSION_USER = "regression"
@@ -104,12 +106,25 @@ def breaches(summary: dict, limits: Thresholds) -> list[str]:
     return found
 
 
+def _replay_within_cap(user, run_id: str, options: ReplayOptions, wait_seconds: float):
+    """Submit one replay under the regression user's active-run cap (CHAT_MAX_ACTIVE_RUNS, as every path that
+    starts a run): at the cap, wait for a slot for up to `wait_seconds`, then let the refusal stand."""
+    deadline = time.monotonic() + wait_seconds
+    while True:
+        try:
+            return replay_submit(user=user, run_id=run_id, options=options)
+        except RunRefused as exc:
+            if exc.code != "too_many_active_runs" or time.monotonic() >= deadline:
+                raise
+            time.sleep(1.0)
+
+
 def regress(*, set_name: str, options: ReplayOptions, limits: Thresholds, prices: dict | None = None,
             wait_seconds: float = 600.0) -> dict:
     user = regression_user()
     rows = []
     for source in regression_set_runs(set_name):
-        replay = replay_wait(replay_submit(user=user, run_id=source.run_id, options=options), wait_seconds)
+        replay = replay_wait(_replay_within_cap(user, source.run_id, options, wait_seconds), wait_seconds)
         rows.append(_row(source, replay, compare_runs(source, replay, prices=prices)))
     summary = totals(rows)
     return {"set": set_name, "options": options.to_dict(), "thresholds": limits.__dict__, "summary": summary,

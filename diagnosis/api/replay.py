@@ -14,8 +14,8 @@ from diagnosis.api.throttling import ChatThrottle
 from diagnosis.contracts import RUN_ID_PATTERN
 from diagnosis.ids import is_valid_run_id
 from diagnosis.models import DiagnosisRun
-from diagnosis.services.submission import BrokerUnavailable
-from diagnosis.services.replay import (ROLES, ReplayForbidden, ReplayInputError, ReplayNotFound, replay_options_clean,
+from diagnosis.services.submission import BrokerUnavailable, RunRefused
+from diagnosis.services.replay import (ROLES, ReplayForbidden, ReplayNotFound, replay_options_clean,
                                        replay_submit, replay_wait)
 
 
@@ -61,7 +61,7 @@ class ReplayView(APIView):
         except ReplayForbidden:
             return error_response(code="permission_denied", message="only the run's owner and support staff may "
                                   "replay it", status_code=403, field="runId")
-        except (ReplayInputError, BrokerUnavailable) as exc:
+        except (RunRefused, BrokerUnavailable) as exc:  # bad input, not replayable, too many active runs
             return submission_error_response(exc)
         run = DiagnosisRun.objects.select_related("session", "replay_of").get(pk=run.pk)
         if values["wait"]:

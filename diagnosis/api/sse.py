@@ -16,7 +16,7 @@ from contextlib import aclosing
 
 from django.conf import settings
 from django.core.handlers.asgi import ASGIRequest
-from django.db import connections
+from django.db import close_old_connections, connections
 from django.http import StreamingHttpResponse
 from rest_framework.renderers import BaseRenderer, JSONRenderer
 from rest_framework.response import Response
@@ -44,6 +44,15 @@ class EventStreamRenderer(BaseRenderer):
 def sse_message(event_id: int | None, kind: str, data: dict) -> str:
     head = f"id: {event_id}\n" if event_id is not None else ""
     return f"{head}event: {kind}\ndata: {json.dumps(data, ensure_ascii=False, default=str)}\n\n"
+
+
+def _final_status_off_loop(run: DiagnosisRun) -> str:
+    """_final_status on a pool thread, where no request ends: the read closes its connection (see live_progress)."""
+    close_old_connections()
+    try:
+        return _final_status(run)
+    finally:
+        close_old_connections()
 
 
 def _final_status(run: DiagnosisRun) -> str:
@@ -138,7 +147,7 @@ async def _live_events_sse(run: DiagnosisRun, after: int, account: StreamAccount
                     await off_loop(account.renew)
                     yield ": keep-alive\n\n"
                 elif event.kind == "finished":
-                    yield await off_loop(_final_status, run)
+                    yield await off_loop(_final_status_off_loop, run)
                     return
                 else:
                     yield sse_message(event.id, event.kind, {**event.data, "runId": run.run_id})

@@ -13,14 +13,16 @@ from dataclasses import dataclass
 from typing import Callable
 
 from django.conf import settings
-from django.db import transaction
+from django.db import InterfaceError, OperationalError, transaction
+from django.utils import timezone
+from redis import exceptions as redis_errors
 
 from diagnosis.agents.runtime import AgentContext
 from diagnosis.models import DiagnosisRun
 from diagnosis.services import memory, wiring
 from diagnosis.services.aiops import aiops_execute
-from diagnosis.services.lifecycle import LeaseLost, RunTransitionError, run_claim
-from diagnosis.services.observer import DbRunObserver, RunLease
+from diagnosis.services.lifecycle import LeaseLost, RunNotClaimed, RunTransitionError, run_claim, run_fail
+from diagnosis.services.observer import DbRunObserver, RunLease, run_event_append
 from diagnosis.services.reaper import run_reap
 from diagnosis.services.replay import replay_context, replay_execute
 from diagnosis.services.run_context import RunCannotStart, RunContext, run_budget, run_finish_failed
@@ -79,27 +81,42 @@ def run_context_build(run: DiagnosisRun, observer: DbRunObserver, *, tools: bool
                       prompt_version=prompt_version)
 
 
-def run_execute(*, run_id: str, task_id: str = "") -> DiagnosisRun | None:
+# Errors of a database or a broker that is away for a while: the connection was refused, lost or reset.
+TRANSIENT_ERRORS: tuple[type[BaseException], ...] = (OperationalError, InterfaceError, ConnectionError,
+                                                      redis_errors.ConnectionError, redis_errors.TimeoutError)
+DATABASE_UNAVAILABLE = "database_unavailable"
+
+
+def run_execute(*, run_id: str, task_id: str = "", retried: bool = False) -> DiagnosisRun | None:
     """Execute a PENDING run once, under a lease (services/observer.py). A message for a terminal run does
     nothing; one for a RUNNING run (a redelivery, or a duplicate that lost the claim) waits until that
-    run ends or its lease lapses, and then reaps it: it is never acknowledged while the run may be lost."""
-    run = DiagnosisRun.objects.select_related("session").filter(run_id=run_id).first()
-    if run is None:
-        logger.warning("run %s does not exist; nothing to execute", run_id)
-        return None
-    if run.is_terminal:
-        return run
-    if run.status == Status.RUNNING:
-        return run_await_lease(run_id=run_id)
+    run ends or its lease lapses, and then reaps it: it is never acknowledged while the run may be lost.
+
+    A transient error before the claim commits raises RunNotClaimed (the task retries). `retried`: an
+    earlier attempt of this message met one; if the run is then past its queue deadline it is FAILED
+    `database_unavailable` instead of started late."""
     try:
-        with transaction.atomic():  # the claim commits with its RUNNING event
-            run = run_claim(run_id=run_id, task_id=task_id)
-            lease = RunLease(run.run_id, run.claim_token)
-            publish = DbRunObserver(run, lease=lease)
-            publish("status", {"status": Status.RUNNING, "runId": run.run_id})
-            publish.commit(fence=False)  # the claim's UPDATE holds the row
-    except RunTransitionError:
-        return run_await_lease(run_id=run_id)  # another delivery claimed it first
+        run = DiagnosisRun.objects.select_related("session").filter(run_id=run_id).first()
+        if run is None:
+            logger.warning("run %s does not exist; nothing to execute", run_id)
+            return None
+        if run.is_terminal:
+            return run
+        if run.status == Status.RUNNING:
+            return run_await_lease(run_id=run_id)
+        if retried and run_past_queue_deadline(run):
+            return run_fail_unclaimed(run)
+        try:
+            with transaction.atomic():  # the claim commits with its RUNNING event
+                run = run_claim(run_id=run_id, task_id=task_id)
+                lease = RunLease(run.run_id, run.claim_token)
+                publish = DbRunObserver(run, lease=lease)
+                publish("status", {"status": Status.RUNNING, "runId": run.run_id})
+                publish.commit(fence=False)  # the claim's UPDATE holds the row
+        except RunTransitionError:
+            return run_await_lease(run_id=run_id)  # another delivery claimed it first
+    except TRANSIENT_ERRORS as exc:
+        raise RunNotClaimed.of(run_id, exc) from exc
     try:
         with lease:  # the ticker renews the lease while model and tool calls are in flight
             try:
@@ -118,6 +135,24 @@ def run_execute(*, run_id: str, task_id: str = "") -> DiagnosisRun | None:
         # Reaped (or claimed again) while this worker still ran it: its writes were refused; stop quietly.
         logger.warning("run %s: %s; this worker's execution stops here", run_id, exc)
         return DiagnosisRun.objects.filter(run_id=run_id).first()
+
+
+def run_past_queue_deadline(run: DiagnosisRun) -> bool:
+    return (timezone.now() - run.created_at).total_seconds() > settings.RUN_QUEUE_DEADLINE_SECONDS
+
+
+def run_fail_unclaimed(run: DiagnosisRun) -> DiagnosisRun:
+    """A PENDING run whose claim failed on a transient error until past its queue deadline: FAILED, saying why."""
+    message = (f"the database was unavailable when a worker tried to start the run, until past its queue deadline "
+               f"of {settings.RUN_QUEUE_DEADLINE_SECONDS}s")
+    try:
+        failed = run_fail(run_id=run.run_id, error_code=DATABASE_UNAVAILABLE, error_message=message)
+    except RunTransitionError:
+        return DiagnosisRun.objects.filter(run_id=run.run_id).first()  # claimed or ended meanwhile
+    run_event_append(run_pk=failed.pk, kind="status", data={"status": Status.FAILED, "errorCode": DATABASE_UNAVAILABLE,
+                                                            "errorMessage": message})
+    logger.warning("run %s failed: %s", run.run_id, DATABASE_UNAVAILABLE)
+    return failed
 
 
 def run_await_lease(*, run_id: str, poll_seconds: float = 1.0) -> DiagnosisRun | None:

@@ -36,6 +36,15 @@ class RunTransitionError(Exception):
         super().__init__(f"run {run_id} cannot move from {current or 'missing'} to {target}")
 
 
+class RunNotClaimed(Exception):
+    """The run could not be claimed: the database (or broker) failed before the claim committed. Nothing of
+    the run was written, so the task retries it with backoff (diagnosis.tasks.execute_run)."""
+
+    @classmethod
+    def of(cls, run_id: str, cause: BaseException) -> "RunNotClaimed":
+        return cls(f"run {run_id} not claimed: {type(cause).__name__}: {cause}")
+
+
 class LeaseLost(BaseException):
     """The run is no longer RUNNING under this worker's claim token (reaped, or claimed again): the
     write was refused and this worker's execution of the run must stop, writing nothing more.

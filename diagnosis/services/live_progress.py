@@ -97,12 +97,18 @@ def publish_event(run_pk: int, event_id: int, prev: int | None, kind: str, data:
 # --------------------------------------------------------------------------------------- reading
 def _replay_page(run_pk: int, after: int) -> list[LiveEvent]:
     close_old_connections()  # a shared pool thread: drop a connection past CONN_MAX_AGE or broken
-    return [LiveEvent(*event) for event in run_events_after(run_pk=run_pk, after=after, limit=REPLAY_PAGE)]
+    try:
+        return [LiveEvent(*event) for event in run_events_after(run_pk=run_pk, after=after, limit=REPLAY_PAGE)]
+    finally:
+        close_old_connections()  # no request ends on this thread: with CONN_MAX_AGE=0 (ASGI) the read closes it
 
 
 def _run_terminal(run_pk: int) -> bool:
     close_old_connections()
-    return DiagnosisRun.objects.filter(pk=run_pk).values_list("status", flat=True).first() in TERMINAL
+    try:
+        return DiagnosisRun.objects.filter(pk=run_pk).values_list("status", flat=True).first() in TERMINAL
+    finally:
+        close_old_connections()
 
 
 async def off_loop(fn, *args):

@@ -4,7 +4,10 @@ prompts only, never into graph state."""
 
 from __future__ import annotations
 
+import logging
+
 from django.core.cache import cache
+from redis.exceptions import RedisError
 
 from diagnosis.models import ChatSession, DiagnosisRun
 from diagnosis.redaction import redact_text
@@ -15,8 +18,28 @@ ANSWER_CHARS = 600
 SUMMARY_CHARS = 4000
 
 
+logger = logging.getLogger(__name__)
+
+
 def _key(session: ChatSession) -> str:
     return f"session-memory:{session.session_id}"
+
+
+def _cache_get(key: str):
+    """The cached turns, or None: the database is the source of truth, so a cache that is away (Redis
+    restarting) is a miss, never an error that fails the run."""
+    try:
+        return cache.get(key)
+    except RedisError as exc:
+        logger.warning("session memory cache unavailable, reading the database: %s", exc)
+        return None
+
+
+def _cache_set(key: str, turns: list[dict]) -> None:
+    try:
+        cache.set(key, turns, MEMORY_TTL_SECONDS)
+    except RedisError as exc:
+        logger.warning("session memory cache unavailable, not cached: %s", exc)
 
 
 def _turn(run: DiagnosisRun) -> dict:
@@ -28,12 +51,12 @@ def _rebuild(session: ChatSession) -> list[dict]:
     runs = (DiagnosisRun.objects.filter(session=session, status=DiagnosisRun.Status.SUCCESS)
             .only("run_id", "question", "answer").order_by("-created_at", "-id")[:RECENT_TURNS])
     turns = [_turn(r) for r in reversed(list(runs))]
-    cache.set(_key(session), turns, MEMORY_TTL_SECONDS)
+    _cache_set(_key(session), turns)
     return turns
 
 
 def memory_turns(*, session: ChatSession) -> list[dict]:
-    turns = cache.get(_key(session))
+    turns = _cache_get(_key(session))
     return turns if isinstance(turns, list) else _rebuild(session)
 
 
@@ -46,7 +69,7 @@ def memory_append(*, session: ChatSession, run: DiagnosisRun) -> None:
         ChatSession.objects.filter(pk=session.pk).update(summary=summary)
         session.summary = summary
     ChatSession.objects.filter(pk=session.pk).update(last_message_at=run.finished_at or run.created_at)
-    cache.set(_key(session), turns, MEMORY_TTL_SECONDS)
+    _cache_set(_key(session), turns)
 
 
 def memory_messages(*, session: ChatSession, before: DiagnosisRun | None = None) -> list[dict]:

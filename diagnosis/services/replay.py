@@ -29,7 +29,7 @@ from diagnosis.roles import SUPPORT_STAFF
 from diagnosis.selectors import visible_runs
 from diagnosis.services.run_context import RunCannotStart, RunContext
 from diagnosis.services.runs import diagnosis_execute
-from diagnosis.services.submission import RunRefused, run_enqueue
+from diagnosis.services.submission import RunRefused, run_active_limit_check, run_enqueue
 from diagnosis.tools.recorded import RecordedBackend, RecordedCall
 
 logger = logging.getLogger(__name__)
@@ -114,6 +114,7 @@ def replay_submit(*, user, run_id: str, options: ReplayOptions | None = None) ->
         raise ReplayInputError("runId", "the run is still in progress; replay it once it has finished",
                                code="run_not_finished")
     with transaction.atomic():
+        run_active_limit_check(user=user, field="runId")  # a replay is a run like any other: the same cap
         session = ChatSession.objects.create(session_id=new_session_id(), owner=user,
                                              title=f"Replay of {source.run_id}: {source.question}"[:200])
         run = DiagnosisRun.objects.create(

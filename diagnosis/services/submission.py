@@ -7,6 +7,7 @@ to an HTTP status."""
 from __future__ import annotations
 
 import logging
+import time
 from dataclasses import dataclass
 from datetime import timedelta
 from functools import partial
@@ -90,7 +91,7 @@ def run_submit(*, user, question, session_id: str | None = None, mode: str = "au
         raise RunRefused("requestId", f"requestId must match {SESSION_ID_PATTERN}")
     strategy = DiagnosisRun.Strategy.DIAGNOSIS if flow == DiagnosisRun.Flow.AI_OPS else strategy_choose(question=question, mode=mode)
     with transaction.atomic():
-        _active_run_limit(user)
+        run_active_limit_check(user=user)
         session = session_resolve(user=user, session_id=session_id)
         if request_id:
             existing = DiagnosisRun.objects.filter(session=session, request_id=request_id).first()
@@ -123,20 +124,21 @@ def active_runs_q() -> Q:
     return queued | live
 
 
-def _active_run_limit(user) -> None:
-    """Refuse a new run when the caller already has the maximum in progress. Runs inside the
-    submitting transaction, holding the caller's user row, so parallel requests cannot all pass."""
+def run_active_limit_check(*, user, field: str = "question") -> None:
+    """Refuse a new run when the caller already has CHAT_MAX_ACTIVE_RUNS in progress, whichever path starts
+    it (chat, alert analysis, webhook, replay, regression). Call it inside the transaction that creates the
+    run: it holds the caller's user row, so parallel requests cannot all pass."""
     limit = settings.CHAT_MAX_ACTIVE_RUNS
     list(get_user_model().objects.select_for_update().filter(pk=user.pk).values_list("pk", flat=True))
     active = DiagnosisRun.objects.filter(active_runs_q(), session__owner=user).count()
     if active >= limit:
-        raise RunRefused("question", f"{active} runs are still in progress; at most {limit} may run at once. "
+        raise RunRefused(field, f"{active} runs are still in progress; at most {limit} may run at once. "
                              "Retry when one has finished.", code="too_many_active_runs")
 
 
 def run_enqueue(*, run_id: str, task) -> None:
     try:
-        task.delay(run_id)
+        task.delay(run_id, queued_at=time.time())  # the task's retries stop at the queue deadline from here
     except Exception as exc:  # kombu OperationalError, redis ConnectionError, ...
         logger.error("could not enqueue run %s: %s", run_id, exc)
         try:

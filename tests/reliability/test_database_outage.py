@@ -42,8 +42,8 @@ def wait_for(predicate, seconds: float, what: str, interval: float = 0.5):
 
 
 class OwnMariaDB:
-    def __init__(self, tmp_path):
-        self.dir, self.port, self.proc = tmp_path / "mariadb", closed_port(), None
+    def __init__(self, tmp_path, port: int | None = None):
+        self.dir, self.port, self.proc = tmp_path / "mariadb", port or closed_port(), None
         self.url = f"mysql://root@127.0.0.1:{self.port}/aiops_outage"
 
     def install(self) -> None:
@@ -70,8 +70,8 @@ class OwnMariaDB:
 
 
 @contextmanager
-def own_mariadb(tmp_path):
-    db = OwnMariaDB(tmp_path)
+def own_mariadb(tmp_path, port: int | None = None):
+    db = OwnMariaDB(tmp_path, port)
     db.dir.mkdir()
     db.install()
     db.start()

@@ -96,7 +96,7 @@ def test_200_concurrent_chats_on_a_two_process_worker_all_finish_once(live_serve
                                  headers={"Authorization": f"Token {tokens[i % USERS]}"}, timeout=60)
         return response.status_code, response.json(), time.monotonic() - started
 
-    to_load_queue = mock.patch.object(execute_run, "delay", lambda run_id: execute_run.apply_async(args=[run_id], queue=LOAD_QUEUE))
+    to_load_queue = mock.patch.object(execute_run, "delay", lambda run_id, **kwargs: execute_run.apply_async(args=[run_id], kwargs=kwargs, queue=LOAD_QUEUE))
     with celery_worker(name="load", concurrency=2, queues=LOAD_QUEUE, log_path=tmp_path / "worker.log"), to_load_queue, \
             ConnectionSampler() as connections:
         started = time.monotonic()

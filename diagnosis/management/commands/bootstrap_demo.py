@@ -2,18 +2,18 @@ import json
 from pathlib import Path
 
 from django.conf import settings
-from django.core.management.base import BaseCommand
+from diagnosis.management.arguments import ValidatedCommand, port as port_number
 
 from diagnosis.services.knowledge import knowledge_load_folder
 from diagnosis.services.users import api_client_create, support_user_create
 
 
-class Command(BaseCommand):
+class Command(ValidatedCommand):
     help = "Load the demo runbooks, create a demo API client and a support user, and print ready-to-paste curl commands."
 
     def add_arguments(self, parser):
         parser.add_argument("--host", default="127.0.0.1")
-        parser.add_argument("--port", default="8000")
+        parser.add_argument("--port", type=port_number, default=8000)
 
     def handle(self, host, port, **options):
         root = Path(settings.DEMO_SCENARIOS_DIR)

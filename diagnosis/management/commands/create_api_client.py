@@ -1,9 +1,11 @@
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
+
+from diagnosis.management.arguments import ValidatedCommand
 
 from diagnosis.services.users import api_client_create
 
 
-class Command(BaseCommand):
+class Command(ValidatedCommand):
     help = "Create (or show) an API client user and print its token."
 
     def add_arguments(self, parser):

@@ -1,12 +1,14 @@
 from pathlib import Path
 
 from django.conf import settings
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
+
+from diagnosis.management.arguments import ValidatedCommand
 
 from diagnosis.evaluation.scenarios import IncrementalReport, evaluate_folder, markdown_table, summary
 
 
-class Command(BaseCommand):
+class Command(ValidatedCommand):
     help = ("Run the diagnosis over every scenario in a folder (demo format: logs, metrics, alerts, runbooks, "
             "ground truth) and report false confidence (a PASS on a wrong root cause), strict root-cause hits, "
             "undetermined runs, citation validity and unsupported claims. "

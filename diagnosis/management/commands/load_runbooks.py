@@ -1,11 +1,13 @@
 from pathlib import Path
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
+
+from diagnosis.management.arguments import ValidatedCommand
 
 from diagnosis.services.knowledge import knowledge_load_folder
 
 
-class Command(BaseCommand):
+class Command(ValidatedCommand):
     help = "Load a folder of Markdown runbooks into the knowledge base (unchanged files are skipped)."
 
     def add_arguments(self, parser):

@@ -1,15 +1,17 @@
 from django.conf import settings
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
+
+from diagnosis.management.arguments import DAY, ValidatedCommand, seconds
 
 from diagnosis.services.reaper import runs_reap_stale, runs_stale
 
 
-class Command(BaseCommand):
+class Command(ValidatedCommand):
     help = ("Record FAILED (worker_lost) every RUNNING run whose heartbeat is older than the lease, keeping its "
             "partial steps and trace. The beat task reap_stale_runs does the same every RUN_LEASE_SECONDS/2.")
 
     def add_arguments(self, parser):
-        parser.add_argument("--lease-seconds", type=float, default=None,
+        parser.add_argument("--lease-seconds", type=seconds(maximum=365 * DAY), default=None,
                             help=f"Heartbeat age that counts as lost (default RUN_LEASE_SECONDS={settings.RUN_LEASE_SECONDS}).")
         parser.add_argument("--dry-run", action="store_true", help="List the stale runs without changing them.")
 

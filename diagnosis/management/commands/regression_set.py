@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
+
+from diagnosis.management.arguments import ValidatedCommand, integer
 
 from diagnosis.services.regression import RegressionSetError, regression_set_build
 
 
-class Command(BaseCommand):
+class Command(ValidatedCommand):
     help = "Create or replace a named set of recorded runs for `manage.py regress`."
 
     def add_arguments(self, parser):
@@ -18,7 +20,8 @@ class Command(BaseCommand):
         parser.add_argument("--run", action="append", default=[], dest="run_ids", metavar="RUN_ID",
                             help="an explicit run (repeatable)")
         parser.add_argument("--description", default="")
-        parser.add_argument("--limit", type=int, default=500)
+        parser.add_argument("--limit", type=integer(minimum=1, maximum=100_000), default=500,
+                            help="at most this many runs (1 to 100000)")
 
     def handle(self, *args, name, useful, cases, reviewed, run_ids, description, limit, **options):
         try:

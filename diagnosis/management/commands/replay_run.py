@@ -5,13 +5,15 @@ from __future__ import annotations
 import json
 
 from django.contrib.auth import get_user_model
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 
+from diagnosis.management.arguments import DAY, ValidatedCommand, seconds
 from diagnosis.models import DiagnosisRun
-from diagnosis.services.replay import ReplayForbidden, ReplayInputError, ReplayNotFound, replay_options_clean, replay_submit, replay_wait
+from diagnosis.services.replay import ReplayForbidden, ReplayNotFound, replay_options_clean, replay_submit, replay_wait
+from diagnosis.services.submission import RunRefused
 
 
-class Command(BaseCommand):
+class Command(ValidatedCommand):
     help = "Replay a finished chat diagnosis on the tool results it recorded (same graph, chosen model and prompts)."
 
     def add_arguments(self, parser):
@@ -23,7 +25,7 @@ class Command(BaseCommand):
         parser.add_argument("--live-fallback", action="store_true",
                             help="serve tool calls missing from the recording live (marked in the trace)")
         parser.add_argument("--user", help="who replays it (default: the run's owner)")
-        parser.add_argument("--wait", type=float, default=600.0, help="seconds to wait for the replay to finish")
+        parser.add_argument("--wait", type=seconds(maximum=DAY), default=600.0, help="seconds to wait for the replay to finish")
 
     def handle(self, *args, run_id, model, role_model, prompt_version, live_fallback, user, wait, **options):
         source = DiagnosisRun.objects.select_related("session__owner").filter(run_id=run_id).first()
@@ -44,7 +46,7 @@ class Command(BaseCommand):
             run = replay_submit(user=who, run_id=run_id, options=replay_options)
         except (ReplayNotFound, ReplayForbidden):
             raise CommandError(f"{who} may not replay run {run_id}") from None
-        except ReplayInputError as exc:
+        except RunRefused as exc:  # bad input, or the user's active-run cap
             raise CommandError(f"{exc.field}: {exc.message}") from None
         run = replay_wait(run, wait)
         self.stdout.write(json.dumps({

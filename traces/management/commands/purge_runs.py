@@ -8,23 +8,24 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 from django.utils import timezone
 
+from diagnosis.management.arguments import ValidatedCommand, integer
 from diagnosis.services.retention import DEFAULT_BATCH_SIZE, PURGED, runs_purge, runs_purge_preview
 
 
-class Command(BaseCommand):
+class Command(ValidatedCommand):
     help = (
         "Delete finished diagnosis runs older than N days, with their steps, tool invocations, events and "
         "cases, then the sessions left without runs. Use --dry-run first."
     )
 
     def add_arguments(self, parser):
-        parser.add_argument("--older-than-days", type=int, required=True, metavar="N",
-                            help="purge runs created more than N days ago (N >= 1)")
+        parser.add_argument("--older-than-days", type=integer(minimum=1, maximum=36_500), required=True, metavar="N",
+                            help="purge runs created more than N days ago (1 to 36500)")
         parser.add_argument("--dry-run", action="store_true", help="count what would be deleted, delete nothing")
-        parser.add_argument("--batch-size", type=int, default=DEFAULT_BATCH_SIZE,
+        parser.add_argument("--batch-size", type=integer(minimum=1, maximum=100_000), default=DEFAULT_BATCH_SIZE,
                             help=f"runs deleted per transaction (default {DEFAULT_BATCH_SIZE})")
         parser.add_argument("--keep-sessions", action="store_true", help="do not delete sessions left without runs")
 
