@@ -28,7 +28,8 @@ from diagnosis.services.feedback import CasePublishRefused, case_publish
 from diagnosis.tools.registry import ALLOWED_TOOLS
 from traces import admin_views
 from traces.rendering import json_html
-from traces.search import TEXT_MATCHES, id_kind, runs_lookup
+from traces.list_params import SEARCH_PARAM, list_param_errors, range_parse
+from traces.search import TEXT_COUNT_CAP, id_kind, runs_lookup
 
 admin.site.site_header = "AIOps audit console"
 admin.site.site_title = "AIOps audit console"
@@ -37,6 +38,7 @@ admin.site.enable_nav_sidebar = False  # the audit tables need the full width
 admin.site.site_url = None  # the service has no public site to go back to
 
 PREVIEW_CHARS = 90
+TOOL_COUNT_CAP = 500  # under the tool filter counting costs an index probe per run: "more than 500"
 SESSION_RUNS_SHOWN = 100
 
 
@@ -145,6 +147,11 @@ class InputFilter(admin.SimpleListFilter):
     template = "admin/rc_input_filter.html"
     placeholder = ""
 
+    def __init__(self, request, params, model, model_admin):
+        # A malformed value was taken out of the query (traces.list_params); the box still shows it, with why.
+        self.rejected = getattr(request, "rc_rejected", {}).get(self.parameter_name)
+        super().__init__(request, params, model, model_admin)
+
     def lookups(self, request, model_admin):
         return []
 
@@ -154,7 +161,9 @@ class InputFilter(admin.SimpleListFilter):
     def choices(self, changelist):
         preserved = [(k, v) for k, v in changelist.params.items() if k not in (self.parameter_name, "p", "e")]
         yield {
-            "preserved": preserved, "value": self.value() or "", "placeholder": self.placeholder,
+            "preserved": preserved, "placeholder": self.placeholder,
+            "value": self.rejected[0] if self.rejected else self.value() or "",
+            "error": self.rejected[1] if self.rejected else "",
             "parameter_name": self.parameter_name,
             "clear_url": changelist.get_query_string(remove=[self.parameter_name]),
         }
@@ -184,16 +193,10 @@ class ModelNameFilter(ExactTextFilter):
 
 def parse_range(value: str) -> tuple[int | None, int | None]:
     """'100-2000', '100-' or '-2000' (whole numbers): the bounds, either may be open."""
-    low, sep, high = (value or "").strip().partition("-")
-    if not sep:
-        low, high = low, low
     try:
-        bounds = tuple(int(part.strip().replace(",", "")) if part.strip() else None for part in (low, high))
-    except ValueError:
-        raise IncorrectLookupParameters(f"{value!r} is not a range like 100-2000") from None
-    if bounds == (None, None) or any(b is not None and b < 0 for b in bounds):
-        raise IncorrectLookupParameters(f"{value!r} is not a range like 100-2000")
-    return bounds
+        return range_parse(value)
+    except ValueError as exc:
+        raise IncorrectLookupParameters(str(exc)) from None
 
 
 class RangeFilter(InputFilter):
@@ -247,8 +250,8 @@ class ToolFilter(admin.SimpleListFilter):
         # (created_at, id) index newest first: the page stops after 50 matches, whatever other filters
         # apply. A scalar subquery, not EXISTS or IN: MariaDB turns those into a semi-join that
         # materialises every run that ever called the tool and sorts them (0.5-3 s at 1M runs).
-        # The count stops at TEXT_MATCHES, since counting costs a probe per run.
-        request.rc_count_cap = TEXT_MATCHES - 1
+        # The count stops at TOOL_COUNT_CAP ("more than 500"), since counting costs a probe per run.
+        request.rc_count_cap = TOOL_COUNT_CAP
         return queryset.extra(
             where=["(SELECT 1 FROM tool_invocation ti WHERE ti.run_id = diagnosis_run.id "
                    "AND ti.tool_name = %s LIMIT 1) IS NOT NULL"],
@@ -281,7 +284,7 @@ class DiagnosisRunAdmin(AuditAdmin):
     ordering = ("-created_at", "-id")
     # The heavy JSON and text columns stay in the database on list pages.
     HEAVY_FIELDS = (
-        "question", "question_terms", "answer", "self_evaluation", "orchestration_trace", "error_message",
+        "question", "question_terms", "answer_terms", "root_summary", "answer", "self_evaluation", "orchestration_trace", "error_message",
         "feedback_comment", "session__summary", "session__metadata",
     )
 
@@ -309,7 +312,7 @@ class DiagnosisRunAdmin(AuditAdmin):
         paginator = super().get_paginator(request, queryset, per_page, orphans, allow_empty_first_page)
         lookup = getattr(request, "rc_lookup", None)
         if lookup is not None and lookup.kind == "text":
-            paginator.COUNT_CAP = TEXT_MATCHES - 1  # a text search keeps only its newest matches
+            paginator.COUNT_CAP = TEXT_COUNT_CAP  # every match is listed; past this the count is a bound
         paginator.COUNT_CAP = min(paginator.COUNT_CAP, getattr(request, "rc_count_cap", paginator.COUNT_CAP))
         return paginator
 
@@ -318,7 +321,25 @@ class DiagnosisRunAdmin(AuditAdmin):
         request.rc_lookup = lookup
         return lookup.queryset, False
 
+    def get_changelist_instance(self, request):
+        changelist = super().get_changelist_instance(request)
+        rejected = getattr(request, "rc_rejected", {})
+        changelist.rc_search_error = rejected.get(SEARCH_PARAM, ("", ""))[1]
+        changelist.rc_search_value = rejected[SEARCH_PARAM][0] if SEARCH_PARAM in rejected else changelist.query
+        typed = {spec.parameter_name for spec in changelist.filter_specs if isinstance(spec, InputFilter)}
+        changelist.rc_filter_errors = [(name, value, why) for name, (value, why) in rejected.items()
+                                       if name != SEARCH_PARAM and name not in typed]  # typed ones: under their box
+        return changelist
+
     def changelist_view(self, request, extra_context=None):
+        errors = list_param_errors(request.GET)
+        if errors:
+            # Shown beside their controls; the list is the one without them (the previous results).
+            request.rc_rejected = {name: (request.GET.get(name, ""), why) for name, why in errors.items()}
+            kept = request.GET.copy()
+            for name in errors:
+                kept.pop(name, None)
+            request.GET = kept
         term = request.GET.get(SEARCH_VAR, "").strip()
         if term and id_kind(term) and self.has_view_permission(request):
             # An id that names exactly one run opens that run.
@@ -461,6 +482,25 @@ class ChatSessionAdmin(AuditAdmin):
 
 # --------------------------------------------------------------------------- steps and tool invocations
 
+RUNS_PER_ID_SEARCH = 200  # a session id names at most this many runs in a step or invocation search
+
+
+def run_rows_search(queryset, term: str, *, invocations: bool = False):
+    """Steps or tool invocations of the run, session or (for invocations) invocation `term` names.
+
+    The runs are resolved first by their own indexes (run id, session), then the rows by the indexed
+    ``run_id`` foreign key: an OR across a join to diagnosis_run would read every row (1.4 s at 1M runs).
+    """
+    term = (term or "").strip()
+    if not term:
+        return queryset
+    if invocations and term.startswith("inv-"):
+        return queryset.filter(invocation_id=term.lower())
+    runs = DiagnosisRun.objects.filter(run_id=term.lower()) if term.startswith("run-") else DiagnosisRun.objects.filter(
+        session__in=ChatSession.objects.filter(session_id=term).values("pk")[:1])
+    pks = list(runs.order_by().values_list("pk", flat=True)[:RUNS_PER_ID_SEARCH])
+    return queryset.filter(run_id__in=pks)
+
 
 @admin.register(AgentStep)
 class AgentStepAdmin(AuditAdmin):
@@ -471,6 +511,9 @@ class AgentStepAdmin(AuditAdmin):
     search_fields = ("=run__run_id", "=session_id")
     search_help_text = "A run id or a session id (exact)."
     ordering = ("-id",)
+
+    def get_search_results(self, request, queryset, search_term):
+        return run_rows_search(queryset, search_term), False
     fields = ("run_link", "session_id", "step_index", "node", "agent", "attempt", "status", "model_name",
               "has_tool_call", "duration", "tokens", "started_at", "finished_at", "error", "invocations",
               "model_input_pretty", "model_output_pretty")
@@ -524,6 +567,9 @@ class ToolInvocationAdmin(AuditAdmin):
     search_fields = ("=invocation_id", "=run__run_id", "=session_id")
     search_help_text = "An invocation id, a run id or a session id (exact)."
     ordering = ("-id",)
+
+    def get_search_results(self, request, queryset, search_term):
+        return run_rows_search(queryset, search_term, invocations=True), False
     fields = ("invocation_id", "run_link", "step_link", "session_id", "tool_name", "status", "duration", "truncated",
               "created_at", "error_message", "arguments_pretty", "result_pretty", "retrieval_details_pretty",
               "evidence_refs_pretty")
