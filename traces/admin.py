@@ -27,7 +27,10 @@ from diagnosis.services.access import can_publish_cases
 from diagnosis.services.feedback import CasePublishRefused, case_publish
 from diagnosis.tools.registry import ALLOWED_TOOLS
 from traces import admin_views
+from django.template.loader import render_to_string
+
 from traces.rendering import json_html
+from traces.trust import trust_line
 from traces.list_params import SEARCH_PARAM, list_param_errors, range_parse
 from traces.search import TEXT_COUNT_CAP, id_kind, runs_lookup
 
@@ -38,6 +41,7 @@ admin.site.enable_nav_sidebar = False  # the audit tables need the full width
 admin.site.site_url = None  # the service has no public site to go back to
 
 PREVIEW_CHARS = 90
+TRUST_QUESTION_CHARS = 400  # where a list row's trust line looks for the services a question names
 TOOL_COUNT_CAP = 500  # under the tool filter counting costs an index probe per run: "more than 500"
 SESSION_RUNS_SHOWN = 100
 
@@ -266,7 +270,7 @@ class ToolFilter(admin.SimpleListFilter):
 class DiagnosisRunAdmin(AuditAdmin):
     list_display = (
         "run_link", "session_link", "question_preview", "agent_flow", "strategy", "status_badge", "verdict_badge",
-        "degraded_badge", "feedback_badge", "duration", "tokens", "created",
+        "degraded_badge", "feedback_badge", "duration", "tokens", "created", "trust",
     )
     list_display_links = None
     list_filter = (
@@ -292,7 +296,8 @@ class DiagnosisRunAdmin(AuditAdmin):
         return (
             super().get_queryset(request)
             .defer(*[f for f in self.HEAVY_FIELDS if not f.startswith("session__")])
-            .annotate(question_head=Substr("question", 1, PREVIEW_CHARS + 1))
+            .annotate(question_head=Substr("question", 1, PREVIEW_CHARS + 1),
+                      question_start=Substr("question", 1, TRUST_QUESTION_CHARS))
             .prefetch_related(Prefetch("session", queryset=ChatSession.objects.only("id", "session_id")))
         )
 
@@ -408,6 +413,12 @@ class DiagnosisRunAdmin(AuditAdmin):
     @admin.display(description="tokens", ordering="tokens_total")
     def tokens(self, run):
         return f"{run.total_tokens:,}"
+
+    @admin.display(description="trust")
+    def trust(self, run):
+        line = trust_line(flow=run.agent_flow, question=run.question_start or "", verdict=run.effective_verdict,
+                          diagnosis=run.diagnosis, degraded=run.degraded)
+        return render_to_string("traces/_trust_line.html", {"t": line})
 
     @admin.display(description="created", ordering="created_at")
     def created(self, run):

@@ -20,6 +20,7 @@ from django.utils.safestring import SafeString
 from diagnosis.contracts import SelfEvaluation, StoredAudit, orchestration_trace_read
 from diagnosis.jsonpath import NOT_FOUND, JsonPathError, resolve
 from diagnosis.models import AgentStep, DiagnosisRun, ToolInvocation
+from traces.trust import TrustLine, trust_line
 from traces.rendering import (
     FULL_LIMIT, Highlight, ResultView, excerpt_in_context, highlight_for, json_html, markdown_html, result_html,
 )
@@ -621,6 +622,7 @@ class RunDetail:
     first_error: FirstError | None = None
     answer_verified: bool = False
     unverified: bool = False  # a SIMPLE answer: one model call, nothing checked
+    trust: TrustLine | None = None
 
 
 def run_detail_build(data: RunDetailData) -> RunDetail:
@@ -662,6 +664,8 @@ def run_detail_build(data: RunDetailData) -> RunDetail:
         first_error=first_error(run, data.steps, data.invocations),
         answer_verified=answer_verified(run),
         unverified=run.strategy == DiagnosisRun.Strategy.SIMPLE and run.agent_flow == DiagnosisRun.Flow.CHAT,
+        trust=trust_line(flow=run.agent_flow, question=run.question, verdict=run.effective_verdict,
+                         diagnosis=run.diagnosis, degraded=run.degraded, self_evaluation=run.self_evaluation),
     )
 
 
