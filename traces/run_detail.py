@@ -288,6 +288,7 @@ class BindingView:
     in_run: bool
     context: SafeString | None
     found: str | None = None  # for a failed check: what raw_path names in the cited result
+    mark: str = ""  # the title of this excerpt's <mark> in the tool result, for the page to bring into view
 
 
 @dataclass
@@ -341,6 +342,7 @@ def gatekeeper_view(
             source = binding.source_invocation_id
             invocation = invocations.get(source) if isinstance(source, str) else None
             context = found = None
+            mark = ""
             value = NOT_FOUND
             if invocation is not None and isinstance(binding.raw_path, str):
                 try:
@@ -356,11 +358,12 @@ def gatekeeper_view(
                                           label=f"{label}claim {claim.claim_id}: verified excerpt")
                 if highlight is not None:
                     highlights.setdefault(source, []).append(highlight)
+                    mark = highlight.label
             bindings.append(BindingView(
                 source_invocation_id=source, tool_name=binding.tool_name, raw_path=binding.raw_path,
                 evidence_excerpt=binding.evidence_excerpt, verified=binding.verified, reason_code=binding.reason_code,
                 reason_help=REASON_HELP.get(binding.reason_code, ""), in_run=invocation is not None, context=context,
-                found=found,
+                found=found, mark=mark,
             ))
         claims.append(ClaimView(
             claim_id=claim.claim_id, statement=claim.statement, verified=claim.verified, reason_code=claim.reason_code,
