@@ -8,6 +8,7 @@ Nobody adds, changes or deletes audit rows here, superusers included; retention 
 
 from __future__ import annotations
 
+from django import forms
 from django.contrib import admin
 from django.contrib.admin.options import IncorrectLookupParameters
 from django.contrib.admin.views.main import SEARCH_VAR
@@ -76,6 +77,12 @@ class AuditAdmin(admin.ModelAdmin):
     show_facets = admin.ShowFacets.NEVER
     actions = None
     list_per_page = 50
+
+    @property
+    def media(self):
+        # Read-only pages with no bulk action need none of the admin's form scripts (jQuery, XRegExp, the
+        # related-object pop-ups: 270 KB); the case library keeps them for its publish actions.
+        return super().media if self.actions else forms.Media()
 
     def has_add_permission(self, request, obj=None):
         return False
