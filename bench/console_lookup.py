@@ -242,7 +242,7 @@ def main() -> None:
             ("review queue, first page", f"{base}review-queue/"),
             ("text + filter: connection pool, degraded", f"{base}?q=connection+pool&degraded__exact=1"),
             ("text: answer/root cause 'exhausted'", f"{base}?q=exhausted"),
-            ("sorted: duration, slowest first", f"{base}?o=-9"),
+            ("sorted: duration, slowest first", f"{base}?o=-8"),
             ("tool invocations: search by run id", f"/admin/diagnosis/toolinvocation/?q={ids['run_id']}"),
             ("tool invocations: search by session id", f"/admin/diagnosis/toolinvocation/?q={ids['session_id']}"),
             ("agent steps: search by run id", f"/admin/diagnosis/agentstep/?q={ids['run_id']}"),

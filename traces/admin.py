@@ -276,8 +276,8 @@ class ToolFilter(admin.SimpleListFilter):
 @admin.register(DiagnosisRun)
 class DiagnosisRunAdmin(AuditAdmin):
     list_display = (
-        "run_link", "session_link", "question_preview", "agent_flow", "strategy", "status_badge", "verdict_badge",
-        "degraded_badge", "feedback_badge", "duration", "tokens", "created", "trust",
+        "run_link", "session_link", "question_preview", "agent_flow", "strategy", "status_badge", "degraded_badge",
+        "feedback_badge", "duration", "tokens", "created", "trust",
     )
     list_display_links = None
     list_filter = (
@@ -421,7 +421,7 @@ class DiagnosisRunAdmin(AuditAdmin):
     def tokens(self, run):
         return f"{run.total_tokens:,}"
 
-    @admin.display(description="trust")
+    @admin.display(description="verdict and trust")
     def trust(self, run):
         line = trust_line(flow=run.agent_flow, question=run.question_start or "", verdict=run.effective_verdict,
                           diagnosis=run.diagnosis, degraded=run.degraded)
@@ -457,7 +457,7 @@ class ChatSessionAdmin(AuditAdmin):
 
     @admin.display(description="metadata")
     def metadata_pretty(self, session):
-        return format_html('<pre class="rc-json">{}</pre>', json_html(session.metadata))
+        return format_html('<pre class="rc-json" tabindex="0">{}</pre>', json_html(session.metadata))
 
     @admin.display(description="runs, oldest first")
     def runs_in_order(self, session):
@@ -514,8 +514,11 @@ def run_rows_search(queryset, term: str, *, invocations: bool = False):
         return queryset
     if invocations and term.startswith("inv-"):
         return queryset.filter(invocation_id=term.lower())
-    runs = DiagnosisRun.objects.filter(run_id=term.lower()) if term.startswith("run-") else DiagnosisRun.objects.filter(
-        session__in=ChatSession.objects.filter(session_id=term).values("pk")[:1])
+    if term.startswith("run-"):
+        runs = DiagnosisRun.objects.filter(run_id=term.lower())
+    else:  # two plain lookups: MariaDB refuses a LIMIT inside an IN subquery
+        runs = DiagnosisRun.objects.filter(session_id__in=list(
+            ChatSession.objects.filter(session_id=term).values_list("pk", flat=True)[:1]))
     pks = list(runs.order_by().values_list("pk", flat=True)[:RUNS_PER_ID_SEARCH])
     return queryset.filter(run_id__in=pks)
 
@@ -569,11 +572,11 @@ class AgentStepAdmin(AuditAdmin):
 
     @admin.display(description="model input")
     def model_input_pretty(self, step):
-        return format_html('<pre class="rc-json">{}</pre>', json_html(step.model_input))
+        return format_html('<pre class="rc-json" tabindex="0">{}</pre>', json_html(step.model_input))
 
     @admin.display(description="model output")
     def model_output_pretty(self, step):
-        return format_html('<pre class="rc-json">{}</pre>', json_html(step.model_output))
+        return format_html('<pre class="rc-json" tabindex="0">{}</pre>', json_html(step.model_output))
 
 
 @admin.register(ToolInvocation)
@@ -624,19 +627,19 @@ class ToolInvocationAdmin(AuditAdmin):
 
     @admin.display(description="arguments")
     def arguments_pretty(self, invocation):
-        return format_html('<pre class="rc-json">{}</pre>', json_html(invocation.arguments))
+        return format_html('<pre class="rc-json" tabindex="0">{}</pre>', json_html(invocation.arguments))
 
     @admin.display(description="result")
     def result_pretty(self, invocation):
-        return format_html('<pre class="rc-json">{}</pre>', json_html(invocation.result))
+        return format_html('<pre class="rc-json" tabindex="0">{}</pre>', json_html(invocation.result))
 
     @admin.display(description="retrieval details")
     def retrieval_details_pretty(self, invocation):
-        return format_html('<pre class="rc-json">{}</pre>', json_html(invocation.retrieval_details))
+        return format_html('<pre class="rc-json" tabindex="0">{}</pre>', json_html(invocation.retrieval_details))
 
     @admin.display(description="evidence refs")
     def evidence_refs_pretty(self, invocation):
-        return format_html('<pre class="rc-json">{}</pre>', json_html(invocation.evidence_refs))
+        return format_html('<pre class="rc-json" tabindex="0">{}</pre>', json_html(invocation.evidence_refs))
 
 
 # --------------------------------------------------------------------------- cases
@@ -662,7 +665,7 @@ class CaseLibraryEntryAdmin(AuditAdmin):
 
     @admin.display(description="verified claims (with their excerpts)")
     def claims_pretty(self, case):
-        return format_html('<pre class="rc-json">{}</pre>', json_html(case.claims))
+        return format_html('<pre class="rc-json" tabindex="0">{}</pre>', json_html(case.claims))
 
     def _publish(self, request, queryset, publish: bool):
         done = 0
