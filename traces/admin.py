@@ -314,6 +314,7 @@ class DiagnosisRunAdmin(AuditAdmin):
         return [
             path("review-queue/", view(self.review_queue_view), name="%s_%s_review_queue" % info),
             path("diff/", view(self.diff_view), name="%s_%s_diff" % info),
+            path("usage/", view(self.usage_view), name="%s_%s_usage" % info),
             path("<path:object_id>/feedback/", view(self.feedback_view), name="%s_%s_feedback" % info),
             path("<path:object_id>/review/", view(self.review_view), name="%s_%s_review" % info),
             path("<path:object_id>/part/<str:kind>/<str:key>/", view(self.part_view), name="%s_%s_part" % info),
@@ -376,6 +377,9 @@ class DiagnosisRunAdmin(AuditAdmin):
 
     def diff_view(self, request):
         return admin_views.run_diff_view(self, request)
+
+    def usage_view(self, request):
+        return admin_views.usage_view(self, request)
 
     def part_view(self, request, object_id, kind, key):
         return admin_views.run_part_view(self, request, object_id, kind, key)

@@ -304,3 +304,35 @@ def run_diff_view(model_admin, request):
     }
     request.current_app = model_admin.admin_site.name
     return TemplateResponse(request, "traces/run_diff.html", context)
+
+
+USAGE_DAYS = (7, 30, 90)
+
+
+def usage_view(model_admin, request):
+    """Tokens and cost per day, per model and per route, drawn on the server (SVG), prices from settings."""
+    from datetime import timedelta
+
+    from django.conf import settings
+    from django.utils import timezone
+    from django.utils.safestring import mark_safe
+
+    from traces.selectors import usage_rows
+    from traces.usage import usage_build, usage_svg
+
+    if not model_admin.has_view_permission(request):
+        raise PermissionDenied
+    raw = request.GET.get("days", "30")
+    error = "" if raw.isdigit() and 1 <= int(raw) <= 366 else f"“{raw}” is not a number of days from 1 to 366."
+    days = int(raw) if not error else 30
+    end = timezone.now().astimezone(timezone.get_fixed_timezone(0)).date()
+    start = end - timedelta(days=days - 1)
+    usage = usage_build(usage_rows(start=start, end=end), start=start, end=end, prices=settings.MODEL_PRICES)
+    context = {
+        **model_admin.admin_site.each_context(request), "title": "Tokens and cost", "usage": usage,
+        "days": days, "day_choices": USAGE_DAYS, "days_error": error, "prices": settings.MODEL_PRICES,
+        "tokens_svg": mark_safe(usage_svg(usage, measure="tokens")),  # built from escaped parts (traces.usage)
+        "cost_svg": mark_safe(usage_svg(usage, measure="cost")),
+        "opts": model_admin.opts,
+    }
+    return TemplateResponse(request, "traces/usage.html", context)

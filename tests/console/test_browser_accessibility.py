@@ -51,6 +51,7 @@ def console(transactional_db):
         "tool_invocations": f"{base}toolinvocation/?q={retried.run_id}",
         "cases": f"{base}caselibraryentry/",
         "reviews": f"{base}runreview/",
+        "usage": f"{base}diagnosisrun/usage/",
     }
 
 
