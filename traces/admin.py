@@ -31,6 +31,7 @@ from traces import admin_views
 from django.template.loader import render_to_string
 
 from traces.rendering import json_html
+from traces.models import ScoreConfig
 from traces.trust import trust_line
 from traces.list_params import SEARCH_PARAM, list_param_errors, range_parse
 from traces.search import TEXT_COUNT_CAP, id_kind, runs_lookup
@@ -315,8 +316,13 @@ class DiagnosisRunAdmin(AuditAdmin):
             path("review-queue/", view(self.review_queue_view), name="%s_%s_review_queue" % info),
             path("diff/", view(self.diff_view), name="%s_%s_diff" % info),
             path("usage/", view(self.usage_view), name="%s_%s_usage" % info),
+            path("saved-views/", view(self.saved_views_view), name="%s_%s_saved_views" % info),
+            path("saved-views/<int:view_id>/", view(self.saved_views_view), name="%s_%s_saved_view" % info),
+            path("saved-views/<int:view_id>/<str:action>/", view(self.saved_views_view),
+                 name="%s_%s_saved_view_action" % info),
             path("<path:object_id>/feedback/", view(self.feedback_view), name="%s_%s_feedback" % info),
             path("<path:object_id>/review/", view(self.review_view), name="%s_%s_review" % info),
+            path("<path:object_id>/score/", view(self.score_view), name="%s_%s_score" % info),
             path("<path:object_id>/part/<str:kind>/<str:key>/", view(self.part_view), name="%s_%s_part" % info),
             *super().get_urls(),
         ]
@@ -344,7 +350,24 @@ class DiagnosisRunAdmin(AuditAdmin):
                                        if name != SEARCH_PARAM and name not in typed]  # typed ones: under their box
         return changelist
 
+    def column_choices(self) -> list[tuple[str, str]]:
+        """The run list's columns a saved view may pick (the run link is always shown)."""
+        from django.contrib.admin.utils import label_for_field
+
+        return [(name, str(label_for_field(name, self.model, self)).lower()) for name in self.list_display
+                if name != "run_link"]
+
+    def saved_views_view(self, request, view_id=None, action=""):
+        return admin_views.saved_views_view(self, request, view_id, action)
+
     def changelist_view(self, request, extra_context=None):
+        columns = request.GET.get("cols")
+        if columns is not None:  # a saved view's columns: not a filter
+            allowed = {name for name, _ in self.column_choices()}
+            request.rc_columns = [c for c in columns.split(",") if c in allowed]
+            kept = request.GET.copy()
+            kept.pop("cols")
+            request.GET = kept
         errors = list_param_errors(request.GET)
         if errors:
             # Shown beside their controls; the list is the one without them (the previous results).
@@ -361,7 +384,8 @@ class DiagnosisRunAdmin(AuditAdmin):
                 found = list(lookup.queryset.order_by().values_list("pk", flat=True)[:2])
                 if len(found) == 1:
                     return HttpResponseRedirect(reverse("admin:diagnosis_diagnosisrun_change", args=[found[0]]))
-        return super().changelist_view(request, {"title": "Diagnosis runs", **(extra_context or {})})
+        return super().changelist_view(request, {
+            "title": "Diagnosis runs", **admin_views.saved_views_context(self, request), **(extra_context or {})})
 
     def change_view(self, request, object_id, form_url="", extra_context=None):
         return admin_views.run_detail_view(self, request, object_id, extra_context)
@@ -371,6 +395,9 @@ class DiagnosisRunAdmin(AuditAdmin):
 
     def review_view(self, request, object_id):
         return admin_views.run_review_view(self, request, object_id)
+
+    def score_view(self, request, object_id):
+        return admin_views.run_score_view(self, request, object_id)
 
     def review_queue_view(self, request):
         return admin_views.review_queue_view(self, request)
@@ -756,3 +783,25 @@ class RunReviewAdmin(AuditAdmin):
                 for e in entries
             )),
         )
+
+
+# --------------------------------------------------------------------------- score configurations
+
+
+@admin.register(ScoreConfig)
+class ScoreConfigAdmin(admin.ModelAdmin):
+    """Superusers define the scores reviewers give beside the binary feedback (a retired one stays with
+    the scores given: deactivate it, scores keep it from being deleted)."""
+
+    list_display = ("name", "kind", "categories_shown", "active", "description")
+    list_filter = ("kind", "active")
+    fields = ("name", "kind", "categories", "description", "active")
+
+    @admin.display(description="values")
+    def categories_shown(self, config):
+        return ", ".join(config.values)
+
+    def save_model(self, request, obj, form, change):
+        if obj.kind == ScoreConfig.Kind.NUMERIC:
+            obj.categories = []
+        super().save_model(request, obj, form, change)
