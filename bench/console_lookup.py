@@ -209,11 +209,10 @@ def main() -> None:
             ids = fill(args.runs)
             if args.keep:
                 db.cleanup = lambda: print(f"kept: {db.url}")
-        from django.conf import settings
         from django.core.management import call_command
 
-        if not (settings.STATIC_ROOT / "staticfiles.json").exists():  # DEBUG off: pages need the manifest
-            call_command("collectstatic", interactive=False, verbosity=0)
+        # DEBUG off: pages need the manifest, with the console's own static files in it
+        call_command("collectstatic", interactive=False, verbosity=0)
         client = Client()
         client.force_login(ids["owner"])
         base = "/admin/diagnosis/diagnosisrun/"

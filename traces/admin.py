@@ -10,12 +10,14 @@ from __future__ import annotations
 
 from django import forms
 from django.contrib import admin
+from django.contrib.auth import get_user_model
 from django.contrib.admin.options import IncorrectLookupParameters
 from django.contrib.admin.views.main import SEARCH_VAR
 from django.core.paginator import Paginator
-from django.http import HttpResponseRedirect
 from django.db.models import Prefetch
 from django.db.models.functions import Substr
+from django.http import HttpResponseRedirect
+from django.template.loader import render_to_string
 from django.urls import path, reverse
 from django.utils.functional import cached_property
 from django.utils.html import format_html, format_html_join
@@ -28,13 +30,11 @@ from diagnosis.services.access import can_publish_cases
 from diagnosis.services.feedback import CasePublishRefused, case_publish
 from diagnosis.tools.registry import ALLOWED_TOOLS
 from traces import admin_views
-from django.template.loader import render_to_string
-
-from traces.rendering import json_html
-from traces.models import ScoreConfig
-from traces.trust import trust_line
 from traces.list_params import SEARCH_PARAM, list_param_errors, range_parse
+from traces.models import ScoreConfig
+from traces.rendering import json_html
 from traces.search import TEXT_COUNT_CAP, id_kind, runs_lookup
+from traces.trust import trust_line
 
 admin.site.site_header = "AIOps audit console"
 admin.site.site_title = "AIOps audit console"
@@ -472,7 +472,9 @@ class DiagnosisRunAdmin(AuditAdmin):
 @admin.register(ChatSession)
 class ChatSessionAdmin(AuditAdmin):
     list_display = ("session_id", "owner", "title", "created_at", "last_message_at")
-    list_select_related = ("owner",)
+    # The owners come in a second query, not a JOIN: MariaDB drives such a join from auth_user (a handful of
+    # rows) and sorts every session (3 s at 250,000 sessions) instead of walking the (created_at, id) index.
+    list_select_related = False
     list_filter = (("created_at", admin.DateFieldListFilter),)
     search_fields = ("=session_id", "=owner__username", "title")
     search_help_text = "A session id or owner username (exact), or words of the title."
@@ -481,10 +483,11 @@ class ChatSessionAdmin(AuditAdmin):
               "summary", "metadata_pretty")
 
     def get_queryset(self, request):
-        qs = super().get_queryset(request).select_related("owner")
+        qs = super().get_queryset(request)
         if request.resolver_match and request.resolver_match.url_name.endswith("changelist"):
-            qs = qs.defer("summary", "metadata")
-        return qs
+            return qs.defer("summary", "metadata").prefetch_related(
+                Prefetch("owner", queryset=get_user_model().objects.only("id", "username")))
+        return qs.select_related("owner")
 
     @admin.display(description="metadata")
     def metadata_pretty(self, session):

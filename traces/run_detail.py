@@ -20,11 +20,11 @@ from django.utils.safestring import SafeString
 from diagnosis.contracts import SelfEvaluation, StoredAudit, orchestration_trace_read
 from diagnosis.jsonpath import NOT_FOUND, JsonPathError, resolve
 from diagnosis.models import AgentStep, DiagnosisRun, ToolInvocation
-from traces.trust import TrustLine, trust_line
 from traces.rendering import (
     FULL_LIMIT, Highlight, ResultView, excerpt_in_context, highlight_for, json_html, markdown_html, result_html,
 )
 from traces.route_svg import RouteSummary, render_route_svg, summarise_route, topology_for
+from traces.trust import TrustLine, trust_line
 
 FOUND_CHARS = 400  # characters of the value at a failed citation's raw_path shown next to it
 # Pipeline order of the model-calling nodes: a step going back in it starts a new phase.

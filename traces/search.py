@@ -38,6 +38,9 @@ SAMPLE_ROWS = 2_000  # the share of matches among this many of the newest runs p
 # Below this share the full-text index narrows the rows first: an index hands back all its matches
 # before the newest can be picked, so it pays for rare words only (docs/PERFORMANCE.md section 8).
 INDEX_SHARE = 0.05
+# MariaDB answers several required CJK bigram tokens slowly (3-5 s for a term in 3 % of a million runs):
+# there only rarer Chinese terms go to the index, the rest walk the newest runs.
+CJK_TERMS_INDEX_SHARE = 0.005
 TEXT_COUNT_CAP = 1_000  # a text search counts at most this many matches ("more than 1000")
 MAX_TERM_CHARS = 200
 FTS_MIN_CHARS = 3
@@ -150,7 +153,9 @@ def text_lookup(queryset: QuerySet[DiagnosisRun], term: str) -> Lookup:
     for word in words:
         sample = sample.filter(text_q(word))
     sampled = min(newest, SAMPLE_ROWS)
-    if sampled < SAMPLE_ROWS or sample.count() >= INDEX_SHARE * sampled:
+    share = CJK_TERMS_INDEX_SHARE if connection.vendor == "mysql" and not mysql_has_ngram(connection) and any(
+        CJK.search(w) for w in words) else INDEX_SHARE
+    if sampled < SAMPLE_ROWS or sample.count() >= share * sampled:
         return Lookup(matching, "text", term, "scan")
     sql, params = where
     return Lookup(matching.extra(where=[sql], params=params), "text", term, "index")

@@ -87,6 +87,7 @@ def index_plan(monkeypatch):
     """The sample is 2 runs and every word counts as rare: the full-text index narrows the rows."""
     monkeypatch.setattr(search, "SAMPLE_ROWS", 2)
     monkeypatch.setattr(search, "INDEX_SHARE", 2.0)
+    monkeypatch.setattr(search, "CJK_TERMS_INDEX_SHARE", 2.0)
 
 
 @pytest.mark.parametrize("term", TERMS)
@@ -133,6 +134,7 @@ def test_a_search_with_a_filter_finds_every_match_the_filter_selects(corpus, mon
     if plan == "index":
         monkeypatch.setattr(search, "SAMPLE_ROWS", 2)
         monkeypatch.setattr(search, "INDEX_SHARE", 2.0)
+        monkeypatch.setattr(search, "CJK_TERMS_INDEX_SHARE", 2.0)
     DiagnosisRun.objects.filter(pk__in=[corpus[2].pk, corpus[9].pk]).update(degraded=True)
     degraded = DiagnosisRun.objects.filter(degraded=True)
     assert searched("pool", degraded) == [corpus[9].pk, corpus[2].pk]
