@@ -340,6 +340,11 @@ class DiagnosisRunAdmin(AuditAdmin):
         request.rc_lookup = lookup
         return lookup.queryset, False
 
+    def get_ordering(self, request):
+        # A chosen sort alone, with the primary key as the admin's tie-break: the column's index serves it
+        # (appending the default -created_at would make MariaDB sort every run).
+        return () if request.GET.get("o") else self.ordering
+
     def get_changelist_instance(self, request):
         changelist = super().get_changelist_instance(request)
         rejected = getattr(request, "rc_rejected", {})
