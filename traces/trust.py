@@ -14,6 +14,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from diagnosis.contracts import SelfEvaluation
+
 # A service as people name one in a question: a lowercase hyphenated word (payment-service, ledger-db).
 SERVICE_WORD = re.compile(r"(?<![\w-])([a-z][a-z0-9]*(?:-[a-z0-9]+)+)(?![\w-])")
 # An alert analysis's question lists "alertname (service)".
@@ -62,7 +64,7 @@ def asked_services(question: str, flow: str) -> tuple[str, ...]:
 def _audit_verdict(self_evaluation: Any) -> str:
     """An alert analysis's verdict from its stored rule figures, the rule of `AiOpsAgent.verdict`: REJECT
     with no verified claim, PASS when every claim is verified and every alert analysed, else LOW_CONFID."""
-    rules = _dict(_dict(self_evaluation).get("aiops_rule_evaluation")) or _dict(self_evaluation)
+    rules = SelfEvaluation.read(self_evaluation).aiops_rule_evaluation
     verified, total = rules.get("claims_verified"), rules.get("claims_total")
     if not isinstance(verified, int) or not isinstance(total, int) or rules.get("degraded"):
         return ""
@@ -78,7 +80,7 @@ def _coverage(diagnosis: dict, self_evaluation: Any) -> tuple[int, int] | None:
     analysed, received = coverage.get("alertsAnalysed"), coverage.get("alertsReceived")
     if isinstance(analysed, int) and isinstance(received, int):
         return analysed, received
-    rules = _dict(_dict(self_evaluation).get("aiops_rule_evaluation"))
+    rules = SelfEvaluation.read(self_evaluation).aiops_rule_evaluation
     analysed, received = rules.get("alerts_analysed"), rules.get("alerts_total")
     if isinstance(analysed, int) and isinstance(received, int):
         return analysed, received
