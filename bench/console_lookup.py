@@ -63,6 +63,7 @@ def fill(total: int, seed: int = 16) -> dict:
     from django.db import connection, transaction
 
     from diagnosis.models import DiagnosisRun
+    from diagnosis.search_text import root_summary_of
     from traces.fulltext import cjk_terms, fulltext_create, fulltext_drop
 
     rng = random.Random(seed)
@@ -76,7 +77,7 @@ def fill(total: int, seed: int = 16) -> dict:
                 "effective_verdict", "feedback_comment", "error_code", "error_message", "duration_ms", "step_count",
                 "tool_count", "prompt_tokens", "completion_tokens", "model_name", "prompt_version", "celery_task_id",
                 "created_at", "started_at", "finished_at", "feedback", "claim_token", "diagnosis",
-                "root_service", "question_terms"]
+                "root_service", "question_terms", "root_summary", "answer_terms"]
     run_sql = (f"INSERT INTO diagnosis_run ({', '.join(q(c) for c in run_cols)}) VALUES "
                f"({', '.join(['%s'] * len(run_cols))})")
     session_sql = ("INSERT INTO chat_session (session_id, owner_id, title, summary, created_at, metadata) "
@@ -116,6 +117,7 @@ def fill(total: int, seed: int = 16) -> dict:
                     created, created, created + timedelta(milliseconds=duration),
                     "not_useful" if rng.random() < 0.01 else None, "", diagnosis,
                     DiagnosisRun.root_service_of(json.loads(diagnosis)) if diagnosis else None, cjk_terms(question),
+                    root_summary_of(json.loads(diagnosis)) if diagnosis else None, None,
                 ))
                 invocation_id = f"inv-{rng.getrandbits(32):08x}"
                 invocations.append((run_pk, session_id, invocation_id, rng.choice(TOOLS), "{}", "SUCCESS", False, "",
@@ -207,11 +209,10 @@ def main() -> None:
             ids = fill(args.runs)
             if args.keep:
                 db.cleanup = lambda: print(f"kept: {db.url}")
-        from django.conf import settings
         from django.core.management import call_command
 
-        if not (settings.STATIC_ROOT / "staticfiles.json").exists():  # DEBUG off: pages need the manifest
-            call_command("collectstatic", interactive=False, verbosity=0)
+        # DEBUG off: pages need the manifest, with the console's own static files in it
+        call_command("collectstatic", interactive=False, verbosity=0)
         client = Client()
         client.force_login(ids["owner"])
         base = "/admin/diagnosis/diagnosisrun/"
@@ -238,6 +239,13 @@ def main() -> None:
             ("filter: verdict LOW_CONFID", f"{base}?verdict=LOW_CONFID"),
             ("filter: feedback not useful", f"{base}?feedback=not_useful"),
             ("review queue, first page", f"{base}review-queue/"),
+            ("text + filter: connection pool, degraded", f"{base}?q=connection+pool&degraded__exact=1"),
+            ("text: answer/root cause 'exhausted'", f"{base}?q=exhausted"),
+            ("sorted: duration, slowest first", f"{base}?o=-8"),
+            ("tool invocations: search by run id", f"/admin/diagnosis/toolinvocation/?q={ids['run_id']}"),
+            ("tool invocations: search by session id", f"/admin/diagnosis/toolinvocation/?q={ids['session_id']}"),
+            ("agent steps: search by run id", f"/admin/diagnosis/agentstep/?q={ids['run_id']}"),
+            ("sessions list, first page", "/admin/diagnosis/chatsession/"),
         ]
         vendor = connection.vendor
         if vendor == "mysql":
@@ -250,13 +258,14 @@ def main() -> None:
             print(f"{label:<44} {median:>10.1f} {p95:>8.1f}  {status}", flush=True)
         # The text search without the page around it: the lookup, the first page's ids, the capped count.
         from diagnosis.models import DiagnosisRun
-        from traces.search import TEXT_MATCHES, runs_lookup
+        from traces.search import TEXT_COUNT_CAP, runs_lookup
 
         def search_alone(term: str) -> str:
             lookup = runs_lookup(DiagnosisRun.objects.all(), term)
             rows = lookup.queryset.order_by("-created_at", "-id")
             list(rows.values_list("id", flat=True)[:50])
-            return f"{lookup.kind}, {rows.order_by().values('pk')[:TEXT_MATCHES].count()} matches"
+            counted = rows.order_by().values("pk")[:TEXT_COUNT_CAP + 1].count()
+            return f"{lookup.path}, {'more than ' if counted > TEXT_COUNT_CAP else ''}{min(counted, TEXT_COUNT_CAP)} matches"
 
         print(f"{'search alone (lookup, first page, count)':<44} {'median ms':>10} {'p95 ms':>8}  path")
         for term in ("connection pool", "kafka consumer lag", "数据库连接池", "内存泄漏", "ledger"):

@@ -97,6 +97,27 @@ def env_list(name: str, default: list[str], *, environ: dict | None = None) -> l
     return items
 
 
+def env_prices(name: str, default: dict[str, tuple[float, float]], *,
+               environ: dict | None = None) -> dict[str, tuple[float, float]]:
+    """'model=prompt:completion,…' (USD per million tokens) → {model: (prompt, completion)}."""
+    value = _raw(name, environ)
+    if value is None:
+        return dict(default)
+    prices = {}
+    for item in value.split(","):
+        model, sep, pair = item.strip().partition("=")
+        prompt, colon, completion = pair.partition(":")
+        try:
+            parsed = (float(prompt), float(completion))
+        except ValueError:
+            parsed = None
+        if not model.strip() or not sep or not colon or parsed is None or min(parsed) < 0:
+            raise ImproperlyConfigured(f"{name} entry {item.strip()!r} is not model=prompt:completion "
+                                       "(USD per million tokens, e.g. gpt-4o-mini=0.15:0.6).")
+        prices[model.strip()] = parsed
+    return prices
+
+
 def env_subset(name: str, default: list[str], choices: tuple[str, ...], *, environ: dict | None = None) -> list[str]:
     """A comma-separated list whose every entry is one of ``choices`` (no repeats)."""
     items = env_list(name, default, environ=environ)

@@ -12,7 +12,7 @@ from pathlib import Path
 from django.core.exceptions import ImproperlyConfigured
 
 from config.env import (
-    env_bool, env_choice, env_float, env_int, env_list, env_str, env_subset, env_url,
+    env_bool, env_choice, env_float, env_int, env_list, env_prices, env_str, env_subset, env_url,
     parse_database_url, parse_redis_url,
 )
 
@@ -393,3 +393,9 @@ CELERY_WORKER_HIJACK_ROOT_LOGGER = LOG_FORMAT != "json"  # JSON: workers keep th
 # OTEL_EXPORTER_OTLP_ENDPOINT set: every run is exported as an OpenTelemetry trace (OTLP over HTTP).
 OTEL_EXPORTER_OTLP_ENDPOINT = env_url("OTEL_EXPORTER_OTLP_ENDPOINT", None)
 OTEL_SERVICE_NAME = env_str("OTEL_SERVICE_NAME", "aiops-diagnosis")
+
+# --- Console: tokens and cost ----------------------------------------------------------------------
+# USD per million tokens, prompt and completion, per model name as stored on runs. MODEL_PRICES
+# overrides the defaults: "model=prompt:completion,model=prompt:completion" (e.g. "gpt-4o-mini=0.15:0.6").
+# A model with no price is shown as "no price", never as zero cost (docs/CONSOLE.md, "Tokens and cost").
+MODEL_PRICES = env_prices("MODEL_PRICES", {"gpt-4o-mini": (0.15, 0.60), "offline-analyser": (0.0, 0.0)})

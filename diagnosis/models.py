@@ -12,6 +12,7 @@ from django.db import models
 from django.db.models import F
 
 from diagnosis import contracts
+from diagnosis.search_text import answer_terms_of, root_summary_of
 from diagnosis.ids import new_run_id
 
 
@@ -27,7 +28,11 @@ class ChatSession(models.Model):
 
     class Meta:
         db_table = "chat_session"
-        indexes = [models.Index(fields=["owner", "-created_at"], name="chat_session_owner_created")]
+        indexes = [
+            models.Index(fields=["owner", "-created_at"], name="chat_session_owner_created"),
+            # The console lists sessions newest first by (created_at, id): one index walked backwards, no sort.
+            models.Index(fields=["created_at", "id"], name="chat_session_created_id"),
+        ]
 
     def __str__(self) -> str:
         return self.session_id
@@ -113,6 +118,10 @@ class DiagnosisRun(models.Model):
         db_persist=False,
     )
     question_terms = models.TextField(null=True, blank=True, editable=False)
+    # The root cause's summary and the CJK terms of the answer and that summary, for the console's text
+    # search (question, answer, root-cause service and summary); written beside `diagnosis` and `answer`.
+    root_summary = models.TextField(null=True, blank=True, editable=False)
+    answer_terms = models.TextField(null=True, blank=True, editable=False)
 
     TERMINAL = (Status.SUCCESS, Status.FAILED)
 
@@ -125,9 +134,11 @@ class DiagnosisRun(models.Model):
 
     def save(self, *args, **kwargs):
         self.root_service = self.root_service_of(self.diagnosis)
+        self.root_summary = root_summary_of(self.diagnosis)
+        self.answer_terms = answer_terms_of(self.answer, self.diagnosis)
         update_fields = kwargs.get("update_fields")
-        if update_fields is not None and "diagnosis" in update_fields:
-            kwargs["update_fields"] = {*update_fields, "root_service"}
+        if update_fields is not None and {"diagnosis", "answer"} & set(update_fields):
+            kwargs["update_fields"] = {*update_fields, "root_service", "root_summary", "answer_terms"}
         super().save(*args, **kwargs)
 
     class Meta:

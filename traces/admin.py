@@ -8,13 +8,16 @@ Nobody adds, changes or deletes audit rows here, superusers included; retention 
 
 from __future__ import annotations
 
+from django import forms
 from django.contrib import admin
+from django.contrib.auth import get_user_model
 from django.contrib.admin.options import IncorrectLookupParameters
 from django.contrib.admin.views.main import SEARCH_VAR
 from django.core.paginator import Paginator
-from django.http import HttpResponseRedirect
 from django.db.models import Prefetch
 from django.db.models.functions import Substr
+from django.http import HttpResponseRedirect
+from django.template.loader import render_to_string
 from django.urls import path, reverse
 from django.utils.functional import cached_property
 from django.utils.html import format_html, format_html_join
@@ -27,8 +30,11 @@ from diagnosis.services.access import can_publish_cases
 from diagnosis.services.feedback import CasePublishRefused, case_publish
 from diagnosis.tools.registry import ALLOWED_TOOLS
 from traces import admin_views
+from traces.list_params import SEARCH_PARAM, list_param_errors, range_parse
+from traces.models import ScoreConfig
 from traces.rendering import json_html
-from traces.search import TEXT_MATCHES, id_kind, runs_lookup
+from traces.search import TEXT_COUNT_CAP, id_kind, runs_lookup
+from traces.trust import trust_line
 
 admin.site.site_header = "AIOps audit console"
 admin.site.site_title = "AIOps audit console"
@@ -37,6 +43,8 @@ admin.site.enable_nav_sidebar = False  # the audit tables need the full width
 admin.site.site_url = None  # the service has no public site to go back to
 
 PREVIEW_CHARS = 90
+TRUST_QUESTION_CHARS = 400  # where a list row's trust line looks for the services a question names
+TOOL_COUNT_CAP = 500  # under the tool filter counting costs an index probe per run: "more than 500"
 SESSION_RUNS_SHOWN = 100
 
 
@@ -70,6 +78,12 @@ class AuditAdmin(admin.ModelAdmin):
     show_facets = admin.ShowFacets.NEVER
     actions = None
     list_per_page = 50
+
+    @property
+    def media(self):
+        # Read-only pages with no bulk action need none of the admin's form scripts (jQuery, XRegExp, the
+        # related-object pop-ups: 270 KB); the case library keeps them for its publish actions.
+        return super().media if self.actions else forms.Media()
 
     def has_add_permission(self, request, obj=None):
         return False
@@ -145,6 +159,11 @@ class InputFilter(admin.SimpleListFilter):
     template = "admin/rc_input_filter.html"
     placeholder = ""
 
+    def __init__(self, request, params, model, model_admin):
+        # A malformed value was taken out of the query (traces.list_params); the box still shows it, with why.
+        self.rejected = getattr(request, "rc_rejected", {}).get(self.parameter_name)
+        super().__init__(request, params, model, model_admin)
+
     def lookups(self, request, model_admin):
         return []
 
@@ -154,7 +173,9 @@ class InputFilter(admin.SimpleListFilter):
     def choices(self, changelist):
         preserved = [(k, v) for k, v in changelist.params.items() if k not in (self.parameter_name, "p", "e")]
         yield {
-            "preserved": preserved, "value": self.value() or "", "placeholder": self.placeholder,
+            "preserved": preserved, "placeholder": self.placeholder,
+            "value": self.rejected[0] if self.rejected else self.value() or "",
+            "error": self.rejected[1] if self.rejected else "",
             "parameter_name": self.parameter_name,
             "clear_url": changelist.get_query_string(remove=[self.parameter_name]),
         }
@@ -184,16 +205,10 @@ class ModelNameFilter(ExactTextFilter):
 
 def parse_range(value: str) -> tuple[int | None, int | None]:
     """'100-2000', '100-' or '-2000' (whole numbers): the bounds, either may be open."""
-    low, sep, high = (value or "").strip().partition("-")
-    if not sep:
-        low, high = low, low
     try:
-        bounds = tuple(int(part.strip().replace(",", "")) if part.strip() else None for part in (low, high))
-    except ValueError:
-        raise IncorrectLookupParameters(f"{value!r} is not a range like 100-2000") from None
-    if bounds == (None, None) or any(b is not None and b < 0 for b in bounds):
-        raise IncorrectLookupParameters(f"{value!r} is not a range like 100-2000")
-    return bounds
+        return range_parse(value)
+    except ValueError as exc:
+        raise IncorrectLookupParameters(str(exc)) from None
 
 
 class RangeFilter(InputFilter):
@@ -247,8 +262,8 @@ class ToolFilter(admin.SimpleListFilter):
         # (created_at, id) index newest first: the page stops after 50 matches, whatever other filters
         # apply. A scalar subquery, not EXISTS or IN: MariaDB turns those into a semi-join that
         # materialises every run that ever called the tool and sorts them (0.5-3 s at 1M runs).
-        # The count stops at TEXT_MATCHES, since counting costs a probe per run.
-        request.rc_count_cap = TEXT_MATCHES - 1
+        # The count stops at TOOL_COUNT_CAP ("more than 500"), since counting costs a probe per run.
+        request.rc_count_cap = TOOL_COUNT_CAP
         return queryset.extra(
             where=["(SELECT 1 FROM tool_invocation ti WHERE ti.run_id = diagnosis_run.id "
                    "AND ti.tool_name = %s LIMIT 1) IS NOT NULL"],
@@ -262,8 +277,8 @@ class ToolFilter(admin.SimpleListFilter):
 @admin.register(DiagnosisRun)
 class DiagnosisRunAdmin(AuditAdmin):
     list_display = (
-        "run_link", "session_link", "question_preview", "agent_flow", "strategy", "status_badge", "verdict_badge",
-        "degraded_badge", "feedback_badge", "duration", "tokens", "created",
+        "run_link", "session_link", "question_preview", "agent_flow", "strategy", "status_badge", "degraded_badge",
+        "feedback_badge", "duration", "tokens", "created", "trust",
     )
     list_display_links = None
     list_filter = (
@@ -281,7 +296,7 @@ class DiagnosisRunAdmin(AuditAdmin):
     ordering = ("-created_at", "-id")
     # The heavy JSON and text columns stay in the database on list pages.
     HEAVY_FIELDS = (
-        "question", "question_terms", "answer", "self_evaluation", "orchestration_trace", "error_message",
+        "question", "question_terms", "answer_terms", "root_summary", "answer", "self_evaluation", "orchestration_trace", "error_message",
         "feedback_comment", "session__summary", "session__metadata",
     )
 
@@ -289,7 +304,8 @@ class DiagnosisRunAdmin(AuditAdmin):
         return (
             super().get_queryset(request)
             .defer(*[f for f in self.HEAVY_FIELDS if not f.startswith("session__")])
-            .annotate(question_head=Substr("question", 1, PREVIEW_CHARS + 1))
+            .annotate(question_head=Substr("question", 1, PREVIEW_CHARS + 1),
+                      question_start=Substr("question", 1, TRUST_QUESTION_CHARS))
             .prefetch_related(Prefetch("session", queryset=ChatSession.objects.only("id", "session_id")))
         )
 
@@ -299,8 +315,14 @@ class DiagnosisRunAdmin(AuditAdmin):
         return [
             path("review-queue/", view(self.review_queue_view), name="%s_%s_review_queue" % info),
             path("diff/", view(self.diff_view), name="%s_%s_diff" % info),
+            path("usage/", view(self.usage_view), name="%s_%s_usage" % info),
+            path("saved-views/", view(self.saved_views_view), name="%s_%s_saved_views" % info),
+            path("saved-views/<int:view_id>/", view(self.saved_views_view), name="%s_%s_saved_view" % info),
+            path("saved-views/<int:view_id>/<str:action>/", view(self.saved_views_view),
+                 name="%s_%s_saved_view_action" % info),
             path("<path:object_id>/feedback/", view(self.feedback_view), name="%s_%s_feedback" % info),
             path("<path:object_id>/review/", view(self.review_view), name="%s_%s_review" % info),
+            path("<path:object_id>/score/", view(self.score_view), name="%s_%s_score" % info),
             path("<path:object_id>/part/<str:kind>/<str:key>/", view(self.part_view), name="%s_%s_part" % info),
             *super().get_urls(),
         ]
@@ -309,7 +331,7 @@ class DiagnosisRunAdmin(AuditAdmin):
         paginator = super().get_paginator(request, queryset, per_page, orphans, allow_empty_first_page)
         lookup = getattr(request, "rc_lookup", None)
         if lookup is not None and lookup.kind == "text":
-            paginator.COUNT_CAP = TEXT_MATCHES - 1  # a text search keeps only its newest matches
+            paginator.COUNT_CAP = TEXT_COUNT_CAP  # every match is listed; past this the count is a bound
         paginator.COUNT_CAP = min(paginator.COUNT_CAP, getattr(request, "rc_count_cap", paginator.COUNT_CAP))
         return paginator
 
@@ -318,7 +340,47 @@ class DiagnosisRunAdmin(AuditAdmin):
         request.rc_lookup = lookup
         return lookup.queryset, False
 
+    def get_ordering(self, request):
+        # A chosen sort alone, with the primary key as the admin's tie-break: the column's index serves it
+        # (appending the default -created_at would make MariaDB sort every run).
+        return () if request.GET.get("o") else self.ordering
+
+    def get_changelist_instance(self, request):
+        changelist = super().get_changelist_instance(request)
+        rejected = getattr(request, "rc_rejected", {})
+        changelist.rc_search_error = rejected.get(SEARCH_PARAM, ("", ""))[1]
+        changelist.rc_search_value = rejected[SEARCH_PARAM][0] if SEARCH_PARAM in rejected else changelist.query
+        typed = {spec.parameter_name for spec in changelist.filter_specs if isinstance(spec, InputFilter)}
+        changelist.rc_filter_errors = [(name, value, why) for name, (value, why) in rejected.items()
+                                       if name != SEARCH_PARAM and name not in typed]  # typed ones: under their box
+        return changelist
+
+    def column_choices(self) -> list[tuple[str, str]]:
+        """The run list's columns a saved view may pick (the run link is always shown)."""
+        from django.contrib.admin.utils import label_for_field
+
+        return [(name, str(label_for_field(name, self.model, self)).lower()) for name in self.list_display
+                if name != "run_link"]
+
+    def saved_views_view(self, request, view_id=None, action=""):
+        return admin_views.saved_views_view(self, request, view_id, action)
+
     def changelist_view(self, request, extra_context=None):
+        columns = request.GET.get("cols")
+        if columns is not None:  # a saved view's columns: not a filter
+            allowed = {name for name, _ in self.column_choices()}
+            request.rc_columns = [c for c in columns.split(",") if c in allowed]
+            kept = request.GET.copy()
+            kept.pop("cols")
+            request.GET = kept
+        errors = list_param_errors(request.GET)
+        if errors:
+            # Shown beside their controls; the list is the one without them (the previous results).
+            request.rc_rejected = {name: (request.GET.get(name, ""), why) for name, why in errors.items()}
+            kept = request.GET.copy()
+            for name in errors:
+                kept.pop(name, None)
+            request.GET = kept
         term = request.GET.get(SEARCH_VAR, "").strip()
         if term and id_kind(term) and self.has_view_permission(request):
             # An id that names exactly one run opens that run.
@@ -327,7 +389,8 @@ class DiagnosisRunAdmin(AuditAdmin):
                 found = list(lookup.queryset.order_by().values_list("pk", flat=True)[:2])
                 if len(found) == 1:
                     return HttpResponseRedirect(reverse("admin:diagnosis_diagnosisrun_change", args=[found[0]]))
-        return super().changelist_view(request, {"title": "Diagnosis runs", **(extra_context or {})})
+        return super().changelist_view(request, {
+            "title": "Diagnosis runs", **admin_views.saved_views_context(self, request), **(extra_context or {})})
 
     def change_view(self, request, object_id, form_url="", extra_context=None):
         return admin_views.run_detail_view(self, request, object_id, extra_context)
@@ -338,11 +401,17 @@ class DiagnosisRunAdmin(AuditAdmin):
     def review_view(self, request, object_id):
         return admin_views.run_review_view(self, request, object_id)
 
+    def score_view(self, request, object_id):
+        return admin_views.run_score_view(self, request, object_id)
+
     def review_queue_view(self, request):
         return admin_views.review_queue_view(self, request)
 
     def diff_view(self, request):
         return admin_views.run_diff_view(self, request)
+
+    def usage_view(self, request):
+        return admin_views.usage_view(self, request)
 
     def part_view(self, request, object_id, kind, key):
         return admin_views.run_part_view(self, request, object_id, kind, key)
@@ -388,6 +457,12 @@ class DiagnosisRunAdmin(AuditAdmin):
     def tokens(self, run):
         return f"{run.total_tokens:,}"
 
+    @admin.display(description="verdict and trust")
+    def trust(self, run):
+        line = trust_line(flow=run.agent_flow, question=run.question_start or "", verdict=run.effective_verdict,
+                          diagnosis=run.diagnosis, degraded=run.degraded)
+        return render_to_string("traces/_trust_line.html", {"t": line})
+
     @admin.display(description="created", ordering="created_at")
     def created(self, run):
         if run.created_at is None:
@@ -402,7 +477,9 @@ class DiagnosisRunAdmin(AuditAdmin):
 @admin.register(ChatSession)
 class ChatSessionAdmin(AuditAdmin):
     list_display = ("session_id", "owner", "title", "created_at", "last_message_at")
-    list_select_related = ("owner",)
+    # The owners come in a second query, not a JOIN: MariaDB drives such a join from auth_user (a handful of
+    # rows) and sorts every session (3 s at 250,000 sessions) instead of walking the (created_at, id) index.
+    list_select_related = False
     list_filter = (("created_at", admin.DateFieldListFilter),)
     search_fields = ("=session_id", "=owner__username", "title")
     search_help_text = "A session id or owner username (exact), or words of the title."
@@ -411,14 +488,15 @@ class ChatSessionAdmin(AuditAdmin):
               "summary", "metadata_pretty")
 
     def get_queryset(self, request):
-        qs = super().get_queryset(request).select_related("owner")
+        qs = super().get_queryset(request)
         if request.resolver_match and request.resolver_match.url_name.endswith("changelist"):
-            qs = qs.defer("summary", "metadata")
-        return qs
+            return qs.defer("summary", "metadata").prefetch_related(
+                Prefetch("owner", queryset=get_user_model().objects.only("id", "username")))
+        return qs.select_related("owner")
 
     @admin.display(description="metadata")
     def metadata_pretty(self, session):
-        return format_html('<pre class="rc-json">{}</pre>', json_html(session.metadata))
+        return format_html('<pre class="rc-json" tabindex="0">{}</pre>', json_html(session.metadata))
 
     @admin.display(description="runs, oldest first")
     def runs_in_order(self, session):
@@ -461,6 +539,28 @@ class ChatSessionAdmin(AuditAdmin):
 
 # --------------------------------------------------------------------------- steps and tool invocations
 
+RUNS_PER_ID_SEARCH = 200  # a session id names at most this many runs in a step or invocation search
+
+
+def run_rows_search(queryset, term: str, *, invocations: bool = False):
+    """Steps or tool invocations of the run, session or (for invocations) invocation `term` names.
+
+    The runs are resolved first by their own indexes (run id, session), then the rows by the indexed
+    ``run_id`` foreign key: an OR across a join to diagnosis_run would read every row (1.4 s at 1M runs).
+    """
+    term = (term or "").strip()
+    if not term:
+        return queryset
+    if invocations and term.startswith("inv-"):
+        return queryset.filter(invocation_id=term.lower())
+    if term.startswith("run-"):
+        runs = DiagnosisRun.objects.filter(run_id=term.lower())
+    else:  # two plain lookups: MariaDB refuses a LIMIT inside an IN subquery
+        runs = DiagnosisRun.objects.filter(session_id__in=list(
+            ChatSession.objects.filter(session_id=term).values_list("pk", flat=True)[:1]))
+    pks = list(runs.order_by().values_list("pk", flat=True)[:RUNS_PER_ID_SEARCH])
+    return queryset.filter(run_id__in=pks)
+
 
 @admin.register(AgentStep)
 class AgentStepAdmin(AuditAdmin):
@@ -471,6 +571,9 @@ class AgentStepAdmin(AuditAdmin):
     search_fields = ("=run__run_id", "=session_id")
     search_help_text = "A run id or a session id (exact)."
     ordering = ("-id",)
+
+    def get_search_results(self, request, queryset, search_term):
+        return run_rows_search(queryset, search_term), False
     fields = ("run_link", "session_id", "step_index", "node", "agent", "attempt", "status", "model_name",
               "has_tool_call", "duration", "tokens", "started_at", "finished_at", "error", "invocations",
               "model_input_pretty", "model_output_pretty")
@@ -508,11 +611,11 @@ class AgentStepAdmin(AuditAdmin):
 
     @admin.display(description="model input")
     def model_input_pretty(self, step):
-        return format_html('<pre class="rc-json">{}</pre>', json_html(step.model_input))
+        return format_html('<pre class="rc-json" tabindex="0">{}</pre>', json_html(step.model_input))
 
     @admin.display(description="model output")
     def model_output_pretty(self, step):
-        return format_html('<pre class="rc-json">{}</pre>', json_html(step.model_output))
+        return format_html('<pre class="rc-json" tabindex="0">{}</pre>', json_html(step.model_output))
 
 
 @admin.register(ToolInvocation)
@@ -524,6 +627,9 @@ class ToolInvocationAdmin(AuditAdmin):
     search_fields = ("=invocation_id", "=run__run_id", "=session_id")
     search_help_text = "An invocation id, a run id or a session id (exact)."
     ordering = ("-id",)
+
+    def get_search_results(self, request, queryset, search_term):
+        return run_rows_search(queryset, search_term, invocations=True), False
     fields = ("invocation_id", "run_link", "step_link", "session_id", "tool_name", "status", "duration", "truncated",
               "created_at", "error_message", "arguments_pretty", "result_pretty", "retrieval_details_pretty",
               "evidence_refs_pretty")
@@ -560,19 +666,19 @@ class ToolInvocationAdmin(AuditAdmin):
 
     @admin.display(description="arguments")
     def arguments_pretty(self, invocation):
-        return format_html('<pre class="rc-json">{}</pre>', json_html(invocation.arguments))
+        return format_html('<pre class="rc-json" tabindex="0">{}</pre>', json_html(invocation.arguments))
 
     @admin.display(description="result")
     def result_pretty(self, invocation):
-        return format_html('<pre class="rc-json">{}</pre>', json_html(invocation.result))
+        return format_html('<pre class="rc-json" tabindex="0">{}</pre>', json_html(invocation.result))
 
     @admin.display(description="retrieval details")
     def retrieval_details_pretty(self, invocation):
-        return format_html('<pre class="rc-json">{}</pre>', json_html(invocation.retrieval_details))
+        return format_html('<pre class="rc-json" tabindex="0">{}</pre>', json_html(invocation.retrieval_details))
 
     @admin.display(description="evidence refs")
     def evidence_refs_pretty(self, invocation):
-        return format_html('<pre class="rc-json">{}</pre>', json_html(invocation.evidence_refs))
+        return format_html('<pre class="rc-json" tabindex="0">{}</pre>', json_html(invocation.evidence_refs))
 
 
 # --------------------------------------------------------------------------- cases
@@ -598,7 +704,7 @@ class CaseLibraryEntryAdmin(AuditAdmin):
 
     @admin.display(description="verified claims (with their excerpts)")
     def claims_pretty(self, case):
-        return format_html('<pre class="rc-json">{}</pre>', json_html(case.claims))
+        return format_html('<pre class="rc-json" tabindex="0">{}</pre>', json_html(case.claims))
 
     def _publish(self, request, queryset, publish: bool):
         done = 0
@@ -685,3 +791,25 @@ class RunReviewAdmin(AuditAdmin):
                 for e in entries
             )),
         )
+
+
+# --------------------------------------------------------------------------- score configurations
+
+
+@admin.register(ScoreConfig)
+class ScoreConfigAdmin(admin.ModelAdmin):
+    """Superusers define the scores reviewers give beside the binary feedback (a retired one stays with
+    the scores given: deactivate it, scores keep it from being deleted)."""
+
+    list_display = ("name", "kind", "categories_shown", "active", "description")
+    list_filter = ("kind", "active")
+    fields = ("name", "kind", "categories", "description", "active")
+
+    @admin.display(description="values")
+    def categories_shown(self, config):
+        return ", ".join(config.values)
+
+    def save_model(self, request, obj, form, change):
+        if obj.kind == ScoreConfig.Kind.NUMERIC:
+            obj.categories = []
+        super().save_model(request, obj, form, change)

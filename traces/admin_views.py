@@ -123,10 +123,51 @@ def run_detail_view(model_admin, request, object_id, extra_context=None):
         "feedback_url": add_preserved_filters(
             preserved, reverse("admin:diagnosis_diagnosisrun_feedback", args=[run.pk])),
         "changelist_url": add_preserved_filters(preserved, reverse("admin:diagnosis_diagnosisrun_changelist")),
+        **_scores_context(request, run, may_rate),
         **(extra_context or {}),
     }
     request.current_app = model_admin.admin_site.name
     return TemplateResponse(request, RUN_DETAIL_TEMPLATE, context)
+
+
+def _scores_context(request, run, may_rate: bool) -> dict:
+    """The run's scores (every reviewer's) and, for those who may rate, the score configurations to give."""
+    from traces.models import RunScore, ScoreConfig
+
+    configs = list(ScoreConfig.objects.filter(active=True))
+    given = list(RunScore.objects.filter(run=run).select_related("config", "user").order_by("config__name", "user_id"))
+    mine = {score.config_id: score.value for score in given if score.user_id == request.user.pk}
+    return {
+        "score_configs": [(config, mine.get(config.pk, "")) for config in configs] if may_rate else [],
+        "scores_given": given,
+        "score_url": reverse("admin:diagnosis_diagnosisrun_score", args=[run.pk]),
+    }
+
+
+def run_score_view(model_admin, request, object_id):
+    """POST one score (a configuration and its value) on a run, then back to the run page."""
+    from traces.models import ScoreConfig
+    from traces.reviewer_tools import ReviewerToolError, run_score_give
+
+    if request.method != "POST":
+        return HttpResponseNotAllowed(["POST"])
+    if not model_admin.has_view_permission(request):
+        raise PermissionDenied
+    run = _load(model_admin, request, object_id).run
+    if not can_give_feedback(request.user, run):
+        raise PermissionDenied("You may read this run but not score it.")
+    config = ScoreConfig.objects.filter(pk=request.POST.get("config", "")).first() if str(
+        request.POST.get("config", "")).isdigit() else None
+    if config is None:
+        messages.error(request, "Score not saved: config: no such score.")
+    else:
+        try:
+            run_score_give(user=request.user, run=run, config=config, value=request.POST.get("value", ""))
+        except ReviewerToolError as exc:
+            messages.error(request, f"Score not saved: {exc.field}: {exc}")
+        else:
+            messages.success(request, f"Score saved: {config.name}.")
+    return HttpResponseRedirect(_detail_url(model_admin, request, run) + "#scores")
 
 
 def run_feedback_view(model_admin, request, object_id):
@@ -304,3 +345,92 @@ def run_diff_view(model_admin, request):
     }
     request.current_app = model_admin.admin_site.name
     return TemplateResponse(request, "traces/run_diff.html", context)
+
+
+USAGE_DAYS = (7, 30, 90)
+
+
+def usage_view(model_admin, request):
+    """Tokens and cost per day, per model and per route, drawn on the server (SVG), prices from settings."""
+    from datetime import timedelta
+
+    from django.conf import settings
+    from django.utils import timezone
+    from django.utils.safestring import mark_safe
+
+    from traces.selectors import usage_rows
+    from traces.usage import usage_build, usage_svg
+
+    if not model_admin.has_view_permission(request):
+        raise PermissionDenied
+    raw = request.GET.get("days", "30")
+    error = "" if raw.isdigit() and 1 <= int(raw) <= 366 else f"“{raw}” is not a number of days from 1 to 366."
+    days = int(raw) if not error else 30
+    end = timezone.now().astimezone(timezone.get_fixed_timezone(0)).date()
+    start = end - timedelta(days=days - 1)
+    usage = usage_build(usage_rows(start=start, end=end), start=start, end=end, prices=settings.MODEL_PRICES)
+    context = {
+        **model_admin.admin_site.each_context(request), "title": "Tokens and cost", "usage": usage,
+        "days": days, "day_choices": USAGE_DAYS, "days_error": error, "prices": settings.MODEL_PRICES,
+        "tokens_svg": mark_safe(usage_svg(usage, measure="tokens")),  # built from escaped parts (traces.usage)
+        "cost_svg": mark_safe(usage_svg(usage, measure="cost")),
+        "opts": model_admin.opts,
+    }
+    return TemplateResponse(request, "traces/usage.html", context)
+
+
+def saved_views_context(model_admin, request) -> dict:
+    """The run list's saved views of this user and the form to save the current one."""
+    from traces.models import SavedView
+
+    if not request.user.is_authenticated:
+        return {}
+    shown = getattr(request, "rc_columns", None) or [name for name, _ in model_admin.column_choices()]
+    query = request.GET.urlencode()
+    return {
+        "saved_views": list(SavedView.objects.filter(user=request.user)),
+        "view_columns": [(name, label, name in shown) for name, label in model_admin.column_choices()],
+        "view_query": query,
+        "saved_views_url": reverse("admin:diagnosis_diagnosisrun_saved_views"),
+        # hidden, not left out: the list's sort parameter counts columns, so they all stay in place
+        "hidden_columns": [name for name, _ in model_admin.column_choices() if name not in shown],
+    }
+
+
+def saved_views_view(model_admin, request, view_id=None, action=""):
+    """POST saves the current run list as a named view; GET <id> opens one; POST <id>/delete removes it.
+    A user sees and changes only their own views."""
+    from urllib.parse import urlencode
+
+    from traces.models import SavedView
+    from traces.reviewer_tools import ReviewerToolError, saved_view_save
+
+    if not model_admin.has_view_permission(request):
+        raise PermissionDenied
+    changelist = reverse("admin:diagnosis_diagnosisrun_changelist")
+    if view_id is None:
+        if request.method != "POST":
+            return HttpResponseNotAllowed(["POST"])
+        query = request.POST.get("query", "")
+        try:
+            view = saved_view_save(user=request.user, name=request.POST.get("name", ""), query=query,
+                                   columns=request.POST.getlist("columns"),
+                                   allowed_columns=tuple(name for name, _ in model_admin.column_choices()))
+        except ReviewerToolError as exc:
+            messages.error(request, f"View not saved: {exc.field}: {exc}")
+            return HttpResponseRedirect(f"{changelist}?{query}")
+        messages.success(request, f"View saved: {view.name}.")
+        return HttpResponseRedirect(reverse("admin:diagnosis_diagnosisrun_saved_view", args=[view.pk]))
+    view = SavedView.objects.filter(pk=view_id, user=request.user).first()
+    if view is None:
+        raise Http404("No such saved view of yours.")
+    if action == "delete":
+        if request.method != "POST":
+            return HttpResponseNotAllowed(["POST"])
+        view.delete()
+        messages.success(request, f"View deleted: {view.name}.")
+        return HttpResponseRedirect(changelist)
+    if action:
+        raise Http404("No such action.")
+    columns = urlencode({"cols": ",".join(view.columns)})
+    return HttpResponseRedirect(f"{changelist}?{view.query}{'&' if view.query else ''}{columns}")

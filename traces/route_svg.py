@@ -336,7 +336,7 @@ def render_route_svg(trace: dict[str, Any] | None, topology: dict[str, Any] | No
         caption += f", route ending at {route.final_node or '?'} ({ending})"
     svg = (
         f'<svg class="route-svg" xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {layout.width:.0f} {layout.height:.0f}" '
-        f'role="img" aria-label="{escape(caption)}" data-has-trace="{"true" if route else "false"}">'
+        f'style="--route-width:{layout.width:.0f}px" role="img" aria-label="{escape(caption)}" data-has-trace="{"true" if route else "false"}">'
         f"<title>{escape(caption)}</title>"
         "<defs>"
         + "".join(
@@ -367,7 +367,7 @@ SVG_STYLE = """
 .route-svg .arrowhead.fallback{fill:#d97706}
 .route-svg .node rect{fill:#fff;stroke:#cfd5df;stroke-width:1.2}
 .route-svg .node .name{font-size:13px;font-weight:600;fill:#8a93a3}
-.route-svg .node .sub{font-size:10.5px;fill:#a0a8b6}
+.route-svg .node .sub{font-size:11px;fill:#a0a8b6}
 .route-svg .node.start rect,.route-svg .node.end rect{fill:#f3f4f6}
 .route-svg .node.start .name,.route-svg .node.end .name{font-size:11px;text-transform:uppercase;letter-spacing:.06em}
 .route-svg .node.visited rect{fill:#eff6ff;stroke:#2563eb;stroke-width:1.8}
@@ -380,7 +380,7 @@ SVG_STYLE = """
 .route-svg .node.interrupted .name{fill:#991b1b}
 .route-svg .node.interrupted .sub{fill:#b91c1c}
 .route-svg .node.final rect{stroke-width:3}
-.route-svg .edge-label{font-size:10.5px;fill:#8a93a3;paint-order:stroke;stroke:#fff;stroke-width:3px}
+.route-svg .edge-label{font-size:11px;fill:#8a93a3;paint-order:stroke;stroke:#fff;stroke-width:3px}
 .route-svg .edge-label.visited{fill:#1d4ed8}
 .route-svg .edge-label.fallback{fill:#b45309}
 .route-svg .seq rect{fill:#2563eb}

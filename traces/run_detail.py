@@ -24,6 +24,7 @@ from traces.rendering import (
     FULL_LIMIT, Highlight, ResultView, excerpt_in_context, highlight_for, json_html, markdown_html, result_html,
 )
 from traces.route_svg import RouteSummary, render_route_svg, summarise_route, topology_for
+from traces.trust import TrustLine, trust_line
 
 FOUND_CHARS = 400  # characters of the value at a failed citation's raw_path shown next to it
 # Pipeline order of the model-calling nodes: a step going back in it starts a new phase.
@@ -287,6 +288,7 @@ class BindingView:
     in_run: bool
     context: SafeString | None
     found: str | None = None  # for a failed check: what raw_path names in the cited result
+    mark: str = ""  # the title of this excerpt's <mark> in the tool result, for the page to bring into view
 
 
 @dataclass
@@ -340,6 +342,7 @@ def gatekeeper_view(
             source = binding.source_invocation_id
             invocation = invocations.get(source) if isinstance(source, str) else None
             context = found = None
+            mark = ""
             value = NOT_FOUND
             if invocation is not None and isinstance(binding.raw_path, str):
                 try:
@@ -355,11 +358,12 @@ def gatekeeper_view(
                                           label=f"{label}claim {claim.claim_id}: verified excerpt")
                 if highlight is not None:
                     highlights.setdefault(source, []).append(highlight)
+                    mark = highlight.label
             bindings.append(BindingView(
                 source_invocation_id=source, tool_name=binding.tool_name, raw_path=binding.raw_path,
                 evidence_excerpt=binding.evidence_excerpt, verified=binding.verified, reason_code=binding.reason_code,
                 reason_help=REASON_HELP.get(binding.reason_code, ""), in_run=invocation is not None, context=context,
-                found=found,
+                found=found, mark=mark,
             ))
         claims.append(ClaimView(
             claim_id=claim.claim_id, statement=claim.statement, verified=claim.verified, reason_code=claim.reason_code,
@@ -621,6 +625,7 @@ class RunDetail:
     first_error: FirstError | None = None
     answer_verified: bool = False
     unverified: bool = False  # a SIMPLE answer: one model call, nothing checked
+    trust: TrustLine | None = None
 
 
 def run_detail_build(data: RunDetailData) -> RunDetail:
@@ -662,6 +667,8 @@ def run_detail_build(data: RunDetailData) -> RunDetail:
         first_error=first_error(run, data.steps, data.invocations),
         answer_verified=answer_verified(run),
         unverified=run.strategy == DiagnosisRun.Strategy.SIMPLE and run.agent_flow == DiagnosisRun.Flow.CHAT,
+        trust=trust_line(flow=run.agent_flow, question=run.question, verdict=run.effective_verdict,
+                         diagnosis=run.diagnosis, degraded=run.degraded, self_evaluation=run.self_evaluation),
     )
 
 

@@ -4,16 +4,19 @@
   least 8 characters, is a range scan on that column's index: ``LIKE 'prefix%'`` under MySQL's
   case-insensitive collation, ``>= prefix AND < next(prefix)`` under SQLite's binary one. It is
   never OR-ed with a substring search.
-- Words of the question: the newest runs whose question contains every word (case-insensitive
-  substring), at most `TEXT_MATCHES`. A newest-first scan answers common words (it stops as soon as
-  the list is full, after at most `PROBE_ROWS` runs); rarer words go to the database's full-text
-  index for the older runs: MySQL ``FULLTEXT … WITH PARSER ngram``; on MariaDB (no ngram parser) a plain FULLTEXT
-  index for words and one over ``question_terms`` (the question's CJK bigrams) for Chinese; SQLite
-  FTS5 with the trigram tokenizer. What no index can answer (only words shorter than 3 characters, a
-  single Chinese character on MariaDB, another database) is the scan's answer alone (kind "scan").
+- Words: every run (of those the list's filters select) in which each word is a case-insensitive
+  substring of the question, the answer, the root-cause service or the root-cause summary. One
+  query in the database over all matching rows, so filters, counts and sorting see every match. The
+  substring test is always applied; for words rarer than `INDEX_SHARE` of the newest `SAMPLE_ROWS`
+  runs the database's full-text index narrows the rows first (``path`` "index"), for common words
+  the list walks the newest runs and stops when the page is full (``path`` "scan"). The indexes:
+  MySQL ``FULLTEXT … WITH PARSER ngram``; on MariaDB (no ngram parser) a plain FULLTEXT index for
+  words and one over ``question_terms, answer_terms`` (CJK bigrams) for Chinese; SQLite FTS5 with the
+  trigram tokenizer. Words no index can answer (shorter than 3 characters, a single Chinese character
+  on MariaDB) are the substring test's alone.
 
-The full-text objects are created by ``traces/migrations/0001_question_search.py`` and kept in
-place by `traces.fulltext.fulltext_ensure` (SQLite drops a table's triggers when a migration rebuilds the table).
+The full-text objects are created by ``traces/migrations/0001``-``0003`` and kept in place by
+`traces.fulltext.fulltext_ensure` (SQLite drops a table's triggers when a migration rebuilds the table).
 """
 
 from __future__ import annotations
@@ -26,18 +29,20 @@ from django.db.models import Max, Q, QuerySet
 
 from diagnosis.ids import SESSION_ID_RE
 from diagnosis.models import ChatSession, DiagnosisRun, ToolInvocation
-from traces.fulltext import SQLITE_FTS_TABLE, cjk_bigrams, mysql_has_ngram
+from traces.fulltext import SQLITE_FTS_TABLE, TERMS_COLUMNS, TEXT_COLUMNS, cjk_bigrams, mysql_has_ngram
 
 ID_PREFIX_MIN = 8
 RUN_ID_PREFIX = re.compile(r"^run-[0-9a-f]{4,32}$")
 INVOCATION_ID_PREFIX = re.compile(r"^inv-[0-9a-f]{4,8}$")
-SAMPLE_ROWS = 2_000  # a text search first scans this many of the newest runs
-PROBE_ROWS = 100_000  # and, when that is cheaper than the index, at most this many in all
-# A full-text match costs about as much as scanning this many rows (measured at 1M runs, docs/PERFORMANCE.md
-# section 8); MariaDB's boolean search over several CJK bigram tokens is far slower per match.
-INDEX_MATCH_COST = 3
-CJK_INDEX_MATCH_COST = 30
-TEXT_MATCHES = 501  # a text search keeps the newest 500 matches (the list says "more than 500"): 10 pages
+SAMPLE_ROWS = 2_000  # the share of matches among this many of the newest runs picks the path
+# Below this share the full-text index narrows the rows first: an index hands back all its matches
+# before the newest can be picked, so it pays for rare words only (docs/PERFORMANCE.md section 8).
+INDEX_SHARE = 0.05
+# MariaDB answers several required CJK bigram tokens slowly (3-5 s for a term in 3 % of a million runs):
+# there only rarer Chinese terms go to the index, the rest walk the newest runs.
+CJK_TERMS_INDEX_SHARE = 0.005
+TEXT_COUNT_CAP = 1_000  # a text search counts at most this many matches ("more than 1000")
+MAX_TERM_CHARS = 200
 FTS_MIN_CHARS = 3
 CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]")
 WORD = re.compile(r"[^\s\"'()*+\-<>@~]+")
@@ -60,8 +65,9 @@ def prefix_q(field: str, prefix: str) -> Q:
 @dataclass(frozen=True)
 class Lookup:
     queryset: QuerySet[DiagnosisRun]
-    kind: str  # run | invocation | session | text | scan | none
+    kind: str  # run | invocation | session | text | none
     term: str = ""
+    path: str = ""  # for text: "index" (full-text index, then the substring test) or "scan"
 
     @property
     def by_id(self) -> bool:
@@ -102,91 +108,90 @@ def _words(term: str) -> list[str]:
     return WORD.findall(term)
 
 
-def text_lookup(queryset: QuerySet[DiagnosisRun], term: str) -> Lookup:
-    """The newest TEXT_MATCHES runs whose question contains every word of `term` (case-insensitively).
+class SearchTermError(ValueError):
+    """A search term that cannot be searched; the message says why, for the box it was typed in."""
 
-    1. A newest-first substring scan of the newest SAMPLE_ROWS runs. Words that common (a tenth of
-       the runs or more) end here.
-    2. From the share of matches in that sample: either the scan goes on (at most PROBE_ROWS runs in
-       all, stopping as soon as the list is full), or, when the index would be cheaper (it hands back
-       all its matches before the newest are picked: about INDEX_MATCH_COST scanned rows each), or
-       when the scan ran out of rows, the full-text index finds the older matches, each confirmed by
-       the same substring test. Where no index can answer the words, the scan's matches are the
-       answer (kind "scan").
-    Either way the result is a list of at most TEXT_MATCHES run ids.
+
+def term_check(term: str) -> None:
+    """Raise SearchTermError for a term with nothing to search for, or too long to be a search."""
+    term = (term or "").strip()
+    if not term:
+        return
+    if len(term) > MAX_TERM_CHARS:
+        raise SearchTermError(f"A search is at most {MAX_TERM_CHARS} characters ({len(term)} given).")
+    if not id_kind(term) and not _words(term):
+        raise SearchTermError("Nothing to search for: type a run, session or invocation id, or words.")
+
+
+def text_q(word: str) -> Q:
+    """`word` is a case-insensitive substring of one of the searched columns."""
+    q = Q()
+    for column in TEXT_COLUMNS:
+        q |= Q(**{f"{column}__icontains": word})
+    return q
+
+
+def text_lookup(queryset: QuerySet[DiagnosisRun], term: str) -> Lookup:
+    """`queryset` narrowed to the runs in which every word of `term` is a substring of the question, the
+    answer or the root cause (service, summary), in the database over all rows.
+
+    The share of matches among the newest SAMPLE_ROWS runs picks the plan: below INDEX_SHARE the
+    full-text index narrows the rows first (each still confirmed by the substring test), otherwise the
+    list walks the (created_at, id) index newest first and stops when the page is full.
     """
     words = _words(term)
     if not words:
-        return Lookup(queryset.none(), "text", term)
-    newest = DiagnosisRun.objects.aggregate(top=Max("id"))["top"] or 0
-    floor = max(newest - min(SAMPLE_ROWS, PROBE_ROWS), 0)
-    found = _scan(words, above=floor, below=newest + 1, limit=TEXT_MATCHES)
-    indexed = index_query(words, below=1, limit=1) is not None
-    if len(found) < TEXT_MATCHES and floor > 0:
-        missing = TEXT_MATCHES - len(found)
-        share = len(found) / (newest - floor)
-        rows_to_fill = missing / share if share else float("inf")
-        cost = CJK_INDEX_MATCH_COST if connection.vendor == "mysql" and not mysql_has_ngram(connection) and any(
-            CJK.search(w) for w in words) else INDEX_MATCH_COST
-        if not indexed or rows_to_fill < share * floor * cost:
-            deeper = max(newest - PROBE_ROWS, 0)
-            found += _scan(words, above=deeper, below=floor + 1, limit=missing)
-            floor = deeper
-        if len(found) < TEXT_MATCHES and floor > 0 and indexed:
-            sql, params = index_query(words, below=floor + 1, limit=TEXT_MATCHES - len(found))
-            with connection.cursor() as cursor:
-                cursor.execute(sql, params)
-                found += [row[0] for row in cursor.fetchall()]
-    kind = "scan" if floor > 0 and not indexed else "text"
-    return Lookup(queryset.filter(pk__in=found), kind, term)
-
-
-def _scan(words: list[str], *, above: int, below: int, limit: int) -> list[int]:
-    """Ids in (above, below) whose question contains every word, newest first, at most `limit`."""
-    rows = DiagnosisRun.objects.filter(pk__gt=above, pk__lt=below)
+        return Lookup(queryset.none(), "text", term, "scan")
+    matching = queryset
     for word in words:
-        rows = rows.filter(question__icontains=word)
-    return list(rows.order_by("-pk").values_list("pk", flat=True)[:limit])
+        matching = matching.filter(text_q(word))
+    where = index_where(words)
+    if where is None:
+        return Lookup(matching, "text", term, "scan")
+    newest = DiagnosisRun.objects.aggregate(top=Max("id"))["top"] or 0
+    sample = DiagnosisRun.objects.filter(pk__gt=newest - SAMPLE_ROWS)
+    for word in words:
+        sample = sample.filter(text_q(word))
+    sampled = min(newest, SAMPLE_ROWS)
+    share = CJK_TERMS_INDEX_SHARE if connection.vendor == "mysql" and not mysql_has_ngram(connection) and any(
+        CJK.search(w) for w in words) else INDEX_SHARE
+    if sampled < SAMPLE_ROWS or sample.count() >= share * sampled:
+        return Lookup(matching, "text", term, "scan")
+    sql, params = where
+    return Lookup(matching.extra(where=[sql], params=params), "text", term, "index")
 
 
 def _like(word: str) -> str:
     return "%" + connection.ops.prep_for_like_query(word) + "%"
 
 
-def index_query(words: list[str], *, below: int, limit: int) -> tuple[str, list] | None:
-    """SQL for the ids below `below` whose question contains every word, newest first, at most
-    `limit`, through the database's full-text index; None when the index cannot answer these words."""
+def index_where(words: list[str]) -> tuple[str, list] | None:
+    """A WHERE clause on diagnosis_run that the full-text index answers, true for every row in which each
+    word occurs in a searched column (and for some others: the substring test confirms); None when
+    the index cannot answer these words."""
     if connection.vendor == "sqlite":
         indexed = [w for w in words if len(w) >= FTS_MIN_CHARS]
         if not indexed:
             return None
         match = " AND ".join('"' + w.replace('"', '""') + '"' for w in indexed)
-        confirm = "".join(" AND r.question LIKE %s ESCAPE '\\'" for w in words if w not in indexed)
-        sql = (f"SELECT f.rowid FROM {SQLITE_FTS_TABLE} f JOIN diagnosis_run r ON r.id = f.rowid "
-               f"WHERE {SQLITE_FTS_TABLE} MATCH %s AND f.rowid < %s{confirm} ORDER BY f.rowid DESC LIMIT %s")
-        params = [match, below, *[_like(w) for w in words if w not in indexed], limit]
-    elif connection.vendor == "mysql":
-        column, against = _mysql_against(words)
+        return (f"diagnosis_run.id IN (SELECT rowid FROM {SQLITE_FTS_TABLE} WHERE {SQLITE_FTS_TABLE} MATCH %s)",
+                [match])
+    if connection.vendor == "mysql":
+        columns, against = _mysql_against(words)
         if not against:
             return None
-        # A bare MATCH (not "= TRUE") so the optimiser reads the full-text index; every word is
-        # confirmed as a substring (the index matches word prefixes, or CJK bigrams in any order).
-        confirm = "".join(" AND question LIKE %s" for _ in words)
-        sql = (f"SELECT id FROM diagnosis_run WHERE MATCH ({column}) AGAINST (%s IN BOOLEAN MODE) "
-               f"AND id < %s{confirm} ORDER BY id DESC LIMIT %s")
-        params = [against, below, *[_like(w) for w in words], limit]
-    else:
-        return None
-    return sql, params
+        # A bare MATCH (not "= TRUE") so the optimiser reads the full-text index.
+        return f"MATCH ({', '.join('diagnosis_run.' + c for c in columns)}) AGAINST (%s IN BOOLEAN MODE)", [against]
+    return None
 
 
-def _mysql_against(words: list[str]) -> tuple[str, str]:
-    """The full-text column and boolean query for `words` ("" when the index cannot answer them)."""
+def _mysql_against(words: list[str]) -> tuple[tuple[str, ...], str]:
+    """The full-text columns and boolean query for `words` ("" when the index cannot answer them)."""
     if mysql_has_ngram(connection):  # MySQL: the ngram parser splits any script into 2-grams
-        return "question", " ".join(f'+"{w}"' for w in words if len(w) >= FTS_MIN_CHARS or CJK.search(w))
-    if any(CJK.search(w) for w in words):  # MariaDB: Chinese through the bigram terms column
-        return "question_terms", " ".join(f"+{token}" for w in words for token in dict.fromkeys(cjk_bigrams(w)))
+        return TEXT_COLUMNS, " ".join(f'+"{w}"' for w in words if len(w) >= FTS_MIN_CHARS or CJK.search(w))
+    if any(CJK.search(w) for w in words):  # MariaDB: Chinese through the bigram terms columns
+        return TERMS_COLUMNS, " ".join(f"+{token}" for w in words for token in dict.fromkeys(cjk_bigrams(w)))
     # MariaDB's own parser: whole words, each a required word prefix (stopwords and short words, which
     # the index leaves out, are checked by the substring test only).
     indexed = [w for w in words if len(w) >= FTS_MIN_CHARS and w.lower() not in INNODB_STOPWORDS]
-    return "question", " ".join(f"+{w}*" for w in indexed)
+    return TEXT_COLUMNS, " ".join(f"+{w}*" for w in indexed)

@@ -60,3 +60,23 @@ def run_trace_get(*, user, session_id: str, run_id: str) -> RunTrace | None:
 def run_list(*, session: ChatSession) -> QuerySet[DiagnosisRun]:
     """The session's runs, newest first, without the heavy JSON columns (lazy; paginate it)."""
     return DiagnosisRun.objects.filter(session_id=session.pk).only(*RUN_LIST_FIELDS).order_by("-created_at", "-id")
+
+
+def usage_rows(*, start, end) -> list[tuple]:
+    """Runs created from day `start` to day `end` (inclusive, UTC), grouped by day, model, flow and strategy:
+    (day, model, flow, strategy, runs, prompt tokens, completion tokens). One query; the
+    ``created_at`` index bounds the rows read."""
+    from datetime import datetime, time, timedelta, timezone as dt_timezone
+
+    from django.db.models import Count, Sum
+    from django.db.models.functions import TruncDate
+
+    begin = datetime.combine(start, time.min, tzinfo=dt_timezone.utc)
+    stop = datetime.combine(end + timedelta(days=1), time.min, tzinfo=dt_timezone.utc)
+    rows = (DiagnosisRun.objects.filter(created_at__gte=begin, created_at__lt=stop)
+            .annotate(day=TruncDate("created_at", tzinfo=dt_timezone.utc))
+            .values_list("day", "model_name", "agent_flow", "strategy")
+            .annotate(runs=Count("id"), prompt=Sum("prompt_tokens"), completion=Sum("completion_tokens"))
+            .order_by())
+    return [(day, model, flow, strategy, runs, prompt or 0, completion or 0)
+            for day, model, flow, strategy, runs, prompt, completion in rows]

@@ -15,6 +15,7 @@ from django.utils import timezone
 from diagnosis.contracts import RunCounts, RunResult
 from diagnosis.models import DiagnosisRun
 from diagnosis.observability import metrics
+from diagnosis.search_text import answer_terms_of, root_summary_of
 
 Status = DiagnosisRun.Status
 
@@ -102,13 +103,14 @@ def _duration_ms(run_id: str, now) -> int | None:
     return max(0, int((now - begin).total_seconds() * 1000))
 
 
-def _result_columns(result: RunResult | None, counts: RunCounts | None) -> dict:
-    """The columns of `diagnosis_run` a run result and its counts are stored in."""
+def _result_columns(result: RunResult | None, counts: RunCounts | None, *, answer: str = "") -> dict:
+    """The columns of `diagnosis_run` a run result (with `answer` when it is stored) and its counts are stored in."""
     columns: dict = {}
     if result is not None:
         columns.update(
             degraded=result.degraded, effective_verdict=str(result.effective_verdict or ""),
             diagnosis=result.diagnosis, root_service=DiagnosisRun.root_service_of(result.diagnosis),
+            root_summary=root_summary_of(result.diagnosis), answer_terms=answer_terms_of(answer, result.diagnosis),
             self_evaluation=result.self_evaluation,
             orchestration_trace=result.orchestration_trace,
         )
@@ -132,7 +134,7 @@ def run_succeed(*, run_id: str, result: RunResult, counts: RunCounts | None = No
     return _move(
         run_id=run_id, source={Status.RUNNING}, target=Status.SUCCESS, token=token,
         answer=result.answer, finished_at=now, heartbeat_at=now, duration_ms=_duration_ms(run_id, now),
-        **_result_columns(result, counts),
+        **_result_columns(result, counts, answer=result.answer),
     )
 
 

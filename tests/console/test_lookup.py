@@ -153,10 +153,25 @@ def test_it_filters_by_service_tool_error_code_model_latency_and_tokens(staff_cl
     assert listed(staff_client, query) == {runs[name].run_id for name in expected}
 
 
-def test_a_bad_range_is_refused_not_a_crash(staff_client, runs):
-    response = staff_client.get(LIST + "?latency=abc")
-    assert response.status_code in (200, 302)
-    assert response.status_code == 302 and "e=1" in response["Location"]
+def test_a_bad_range_is_shown_under_its_box_and_the_list_is_the_one_without_it(staff_client, runs):
+    response = staff_client.get(LIST + "?degraded__exact=1&latency=abc")
+    page = response.content.decode()
+    assert response.status_code == 200
+    assert 'id="filter-latency-error"' in page and "is not a range of whole numbers" in page
+    assert 'value="abc"' in page  # still in the box, to be corrected
+    assert listed(staff_client, "?degraded__exact=1&latency=abc") == listed(staff_client, "?degraded__exact=1")
+
+
+@pytest.mark.parametrize("query, control", [
+    ("?status__exact=BOGUS", "filter-status__exact-error"), ("?tool=no_such_tool", "filter-tool-error"),
+    ("?created_at__gte=yesterday", "filter-created_at__gte-error"), ("?tokens=9-1", "filter-tokens-error"),
+    ("?q=%22()%22", "searchbar-error"),
+])
+def test_a_malformed_filter_or_search_is_named_beside_its_control(staff_client, runs, query, control):
+    response = staff_client.get(LIST + query)
+    assert response.status_code == 200
+    assert f'id="{control}"' in response.content.decode()
+    assert len(response.context["cl"].result_list) == len(runs)  # the list without the bad value
 
 
 def test_the_tool_filter_finds_older_runs_that_other_filters_select(staff_client, runs, monkeypatch):
@@ -168,12 +183,26 @@ def test_the_tool_filter_finds_older_runs_that_other_filters_select(staff_client
     assert listed(staff_client, "?tool=query_logs&latency=5000-6000") == {runs["happy"].run_id}
 
 
-def test_the_tool_filter_counts_at_most_the_text_search_cap(staff_client, runs, monkeypatch):
-    """Counting costs one index probe per run, so under the tool filter the count stops where a text
-    search's does and the footer says "more than"."""
+def test_the_tool_filter_count_stops_at_its_cap_and_says_more_than(staff_client, runs, monkeypatch):
+    """Counting costs one index probe per run, so under the tool filter the count stops at its cap and
+    the footer says "more than"."""
     import traces.admin
 
-    monkeypatch.setattr(traces.admin, "TEXT_MATCHES", 3)
+    monkeypatch.setattr(traces.admin, "TOOL_COUNT_CAP", 2)
     page = staff_client.get(LIST + "?tool=query_logs").content.decode()
     assert "more than 2</span> diagnosis runs" in page
     assert "more than" not in staff_client.get(LIST + "?tool=query_metrics").content.decode()
+
+
+def test_steps_and_tool_invocations_are_found_by_run_session_or_invocation_id(staff_client, runs):
+    retry = runs["retry"]
+    invocation = retry.tool_invocations.first()
+    tools = reverse("admin:diagnosis_toolinvocation_changelist")
+    steps = reverse("admin:diagnosis_agentstep_changelist")
+    for term, expected in ((retry.run_id, set(retry.tool_invocations.values_list("pk", flat=True))),
+                           (retry.session.session_id, set(retry.tool_invocations.values_list("pk", flat=True))),
+                           (invocation.invocation_id, {invocation.pk}), ("run-00000000", set())):
+        found = {row.pk for row in staff_client.get(tools, {"q": term}).context["cl"].result_list}
+        assert found == expected, term
+    found = {row.pk for row in staff_client.get(steps, {"q": retry.run_id}).context["cl"].result_list}
+    assert found == set(retry.steps.values_list("pk", flat=True)) != set()

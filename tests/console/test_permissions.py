@@ -190,3 +190,10 @@ def test_every_audit_admin_refuses_add_change_and_delete_for_every_role(support_
             assert actions == {"publish_cases", "withdraw_cases"}  # publishing is the one write on cases
         else:
             assert not actions
+
+
+def test_the_tokens_and_cost_page_needs_a_staff_account_with_view_permission(client, outsider, auditor_client):
+    url = reverse("admin:diagnosis_diagnosisrun_usage")
+    assert auditor_client.get(url).status_code == 200
+    client.force_login(outsider)  # the same test client, now as an API client
+    assert client.get(url).status_code == 302  # to the login page

@@ -12,15 +12,17 @@ from tests.console.scenarios import run_with_steps
 
 pytestmark = pytest.mark.django_db
 
-# session, user, user permissions, group permissions, capped COUNT, one page of runs, their sessions
-RUN_LIST_QUERIES = 7
+# session, user, user permissions, group permissions, the user's saved views, capped COUNT, one page of
+# runs, their sessions
+RUN_LIST_QUERIES = 8
 ID_LOOKUP_QUERIES = 5
-# a text search adds the newest id and the newest-first scan (on a large table at most a deeper scan
-# and one full-text query more: traces/search.py)
-TEXT_SEARCH_QUERIES = 2
+# a text search adds the newest id (on a table larger than its sample, one count of the sample more,
+# which picks the full-text index or the scan: traces/search.py); the list itself is the same query
+TEXT_SEARCH_QUERIES = 1
 # session, user, run (+ session, owner, feedback author, case), steps, invocations, two permission
-# loads, the support-staff check of the feedback rule, the reviewer check, the reviewers to assign to
-RUN_DETAIL_QUERIES = 10
+# loads, the support-staff check of the feedback rule, the reviewer check, the reviewers to assign to,
+# the active score configurations, the scores given
+RUN_DETAIL_QUERIES = 12
 # session, user, two permission loads, the chat session with its owner, its runs in order
 SESSION_PAGE_QUERIES = 6
 

@@ -36,8 +36,8 @@ def listed(client, query="") -> set[str]:
 
 def test_it_shows_the_columns_support_staff_scan(staff_client, runs):
     page = staff_client.get(LIST).content.decode()
-    for header in ("run", "session", "question", "agent flow", "strategy", "status", "verdict", "degraded",
-                   "feedback", "duration", "tokens", "created"):
+    for header in ("run", "session", "question", "agent flow", "strategy", "status", "degraded",
+                   "feedback", "duration", "tokens", "created", "verdict and trust"):
         assert f">{header.capitalize()}<" in page or f">{header}<" in page.lower(), header
     assert runs["happy"].run_id in page  # full id in the link's title
     assert "5,722" in page  # tokens of the evidence-retry run
