@@ -28,7 +28,7 @@ class UsageRow:
 
 
 @dataclass
-class Usage:
+class UsageReport:
     days: list[date]
     by_day: dict[date, UsageRow]
     by_model: list[UsageRow]
@@ -37,7 +37,7 @@ class Usage:
     total: UsageRow = field(default_factory=lambda: UsageRow("total"))
 
 
-def usage_build(rows, *, start: date, end: date, prices: dict[str, tuple[float, float]]) -> Usage:
+def usage_build(rows, *, start: date, end: date, prices: dict[str, tuple[float, float]]) -> UsageReport:
     """`rows`: (day, model, flow, strategy, runs, prompt tokens, completion tokens) aggregates."""
     days = [start + timedelta(days=n) for n in range((end - start).days + 1)]
     by_day = {d: UsageRow(d.isoformat()) for d in days}
@@ -59,11 +59,11 @@ def usage_build(rows, *, start: date, end: date, prices: dict[str, tuple[float, 
             row.cost += cost
             row.unpriced += 0 if price else runs
     order = lambda rows: sorted(rows.values(), key=lambda r: (-r.tokens, r.key))  # noqa: E731
-    return Usage(days=days, by_day=by_day, by_model=order(by_model), by_route=order(by_route),
+    return UsageReport(days=days, by_day=by_day, by_model=order(by_model), by_route=order(by_route),
                  by_day_model=by_day_model, total=total)
 
 
-def usage_svg(usage: Usage, *, measure: str) -> str:
+def usage_svg(usage: UsageReport, *, measure: str) -> str:
     """Bars per day stacked by model, of `measure` ("tokens" or "cost"), as an accessible SVG."""
     models = [row.key for row in usage.by_model]
     colour = {m: PALETTE[i % len(PALETTE)] for i, m in enumerate(models)}

@@ -3,6 +3,7 @@ negative, zero, huge, non-numeric and unknown values (diagnosis/management/argum
 
 from __future__ import annotations
 
+import io
 import os
 import subprocess
 import sys
@@ -10,6 +11,8 @@ import sys
 import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
+
+from diagnosis.models import RegressionSet
 
 from tests.support.worker import ROOT
 
@@ -63,7 +66,10 @@ def test_a_bad_argument_is_a_command_error_naming_it(argv, message):
 
 
 def test_an_accepted_limit_still_builds_the_set():
-    call_command("regression_set", "empty-set", "--useful", "--limit", "1")  # no run matches: an empty set
+    out = io.StringIO()
+    call_command("regression_set", "empty-set", "--useful", "--limit", "1", stdout=out)  # no run matches
+    assert out.getvalue().strip() == "regression set empty-set: 0 runs"
+    assert RegressionSet.objects.get(name="empty-set").runs.count() == 0
 
 
 CLI = [
