@@ -25,7 +25,7 @@ import re
 from dataclasses import dataclass
 
 from django.db import connection
-from django.db.models import Max, Q, QuerySet
+from django.db.models import Count, Max, Q, QuerySet
 
 from diagnosis.ids import SESSION_ID_RE
 from diagnosis.models import ChatSession, DiagnosisRun, ToolInvocation
@@ -149,13 +149,19 @@ def text_lookup(queryset: QuerySet[DiagnosisRun], term: str) -> Lookup:
     if where is None:
         return Lookup(matching, "text", term, "scan")
     newest = DiagnosisRun.objects.aggregate(top=Max("id"))["top"] or 0
-    sample = DiagnosisRun.objects.filter(pk__gt=newest - SAMPLE_ROWS)
+    # Ids are not row counts (MySQL never reuses an auto-increment value): count the window's rows and
+    # its matches in one query.
+    hit = Q()
     for word in words:
-        sample = sample.filter(text_q(word))
-    sampled = min(newest, SAMPLE_ROWS)
+        hit &= text_q(word)
+    if newest < SAMPLE_ROWS:  # fewer ids than the sample, so fewer rows: the walk is short
+        return Lookup(matching, "text", term, "scan")
+    window = DiagnosisRun.objects.filter(pk__gt=newest - SAMPLE_ROWS).aggregate(
+        rows=Count("id"), hits=Count("id", filter=hit))
+    sampled = window["rows"]
     share = CJK_TERMS_INDEX_SHARE if connection.vendor == "mysql" and not mysql_has_ngram(connection) and any(
         CJK.search(w) for w in words) else INDEX_SHARE
-    if sampled < SAMPLE_ROWS or sample.count() >= share * sampled:
+    if sampled < SAMPLE_ROWS or window["hits"] >= share * sampled:
         return Lookup(matching, "text", term, "scan")
     sql, params = where
     return Lookup(matching.extra(where=[sql], params=params), "text", term, "index")

@@ -6,7 +6,11 @@ Each test warms the process-wide caches (content types) with one request first, 
 from __future__ import annotations
 
 import pytest
+from django.db.models import Max
 from django.urls import reverse
+
+from diagnosis.models import DiagnosisRun
+from traces import search
 
 from tests.console.scenarios import run_with_steps
 
@@ -57,7 +61,9 @@ def test_a_filtered_searched_list_costs_the_same_queries(_committed_roles, staff
     run = run_with_steps(steps)
     url = reverse("admin:diagnosis_diagnosisrun_changelist") + "?degraded__exact=0&verdict=none&q=payment-service+failing"
     _warm(staff_client, url)
-    with django_assert_num_queries(RUN_LIST_QUERIES + TEXT_SEARCH_QUERIES):
+    # Ids are not reused on MySQL: once the newest id passes the sample size, the sample is counted too.
+    sample_count = 1 if DiagnosisRun.objects.aggregate(top=Max("id"))["top"] >= search.SAMPLE_ROWS else 0
+    with django_assert_num_queries(RUN_LIST_QUERIES + TEXT_SEARCH_QUERIES + sample_count):
         response = staff_client.get(url)
     assert [r.pk for r in response.context["cl"].result_list] == [run.pk]
 
