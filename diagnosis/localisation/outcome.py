@@ -69,6 +69,25 @@ class Localisation:
         refs = [r for s in top.evidence() for r in s.refs]
         return list(dict.fromkeys(refs))[:limit]
 
+    def ranking(self, limit: int = 5, refs_per_candidate: int = 4) -> list[dict[str, Any]]:
+        """The ranked candidates as plain data, the one shape that leaves the localiser (the diagnosis's
+        ``candidates``, the ``rank_root_causes`` tool): roots first, each with the records that show it
+        (invocation id, tool and JSON path; never the text, which readers take from the records)."""
+        out = []
+        for position, candidate in enumerate(self.candidates[:limit], start=1):
+            refs = list(dict.fromkeys(r for s in candidate.evidence() for r in s.refs))[:refs_per_candidate]
+            out.append({
+                "rank": position,
+                "service": candidate.service,
+                "kind": candidate.kind,
+                "onset": candidate.onset,
+                "strength": round(candidate.strength, 3),
+                "explainedBy": candidate.explained_by,
+                "explains": list(candidate.explains),
+                "evidence": [{"invocationId": r.invocation_id, "tool": r.tool, "rawPath": r.raw_path} for r in refs],
+            })
+        return out
+
     def changes_before(self) -> list[Signal]:
         """Changes on the root in the hour before its onset: "changed at T: what"."""
         if self.root is None or self.onset is None:

@@ -34,6 +34,19 @@ def test_saturation_on_a_caller_is_explained_by_the_anomalous_dependency_its_err
     assert found.candidates[1].explained_by == "quastor"
 
 
+def test_the_ranking_leaves_the_localiser_as_plain_data_citing_record_paths_not_text():
+    results = _caller_and_database(database_onset=42, caller_onset=44)
+    ranking = localise(results.items, ["fobrel"]).ranking(limit=2, refs_per_candidate=3)
+    assert [(c["rank"], c["service"], c["explainedBy"]) for c in ranking] == [(1, "quastor", None), (2, "fobrel", "quastor")]
+    assert ranking[0]["explains"] == ["fobrel"] and ranking[0]["kind"] == "dependency.database"
+    ids = {item["invocation_id"] for item in results.items}
+    for candidate in ranking:
+        assert 1 <= len(candidate["evidence"]) <= 3
+        assert {e["invocationId"] for e in candidate["evidence"]} <= ids
+        assert all(set(e) == {"invocationId", "tool", "rawPath"} and e["rawPath"].startswith("$")
+                   for e in candidate["evidence"])
+
+
 def test_a_dependency_that_began_later_does_not_explain_the_caller():
     found = localise(_caller_and_database(database_onset=52, caller_onset=40).items, ["fobrel"])
     assert found.root != "quastor"
