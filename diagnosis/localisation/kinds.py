@@ -71,6 +71,9 @@ _KUBE_REASONS = (
     (re.compile(r"ImagePull|ErrImage|InvalidImageName", re.I), "change.image"),
     (re.compile(r"\w+Pressure|NodeNotReady", re.I), "scheduling.node_pressure"),
 )
+# The ResourceQuota admission plugin's refusal, as the API server words it for every controller that creates
+# pods ("... is forbidden: exceeded quota: <name>, requested: ..., used: ..., limited: ...").
+_ADMISSION_QUOTA = re.compile(r"forbidden: exceeded quota\b", re.I)
 _CHANGE_KINDS = {"config": "change.config", "secret": "change.secret", "rollout": "change.deploy",
                  "helm": "change.deploy", "argocd": "change.deploy"}
 _ROLE_HINTS = (
@@ -117,6 +120,9 @@ def signal_votes(signal: Signal, names: set[str] | frozenset = frozenset()) -> C
             if pattern.search(signal.kind):
                 votes[kind] += 4.0
                 return votes
+        if _ADMISSION_QUOTA.search(signal.text):
+            votes["capacity.quota"] += 4.0
+            return votes
         if signal.kind == "CreateContainerConfigError":
             words = word_votes(signal.text, names)
             votes["change.secret" if words.get("change.secret") else "change.config"] += 4.0

@@ -167,12 +167,27 @@ def _touches(change: Signal, candidate: Candidate, names) -> bool:
     return bool(said & shown)
 
 
+def _one_per_series_name(signals: list[Signal]) -> list[Signal]:
+    """The same metric of several pods (or of several label sets) is one piece of evidence, not one per
+    series: a workload with more replicas does not make its kind more certain."""
+    best: dict[tuple[str, str], Signal] = {}
+    out = []
+    for signal in signals:
+        if signal.source != "metric":
+            out.append(signal)
+            continue
+        key = (signal.kind, signal.text)
+        if key not in best or signal.strength > best[key].strength:
+            best[key] = signal
+    return out + list(best.values())
+
+
 def cause_kind(candidate: Candidate, context: list[Signal], caller_lines: list[str], texts: list[str],
                names: set[str] = frozenset(), own_lines: list[str] = (), external: set[str] = frozenset()) -> None:
     """The candidate's kind: votes of its own signals, of the lines callers wrote about it, of changes on it
     shortly before its onset, and its dependency role when the votes only say "slow" or "refused"."""
     votes: Counter = Counter()
-    for signal in candidate.faults:
+    for signal in _one_per_series_name(candidate.faults):
         votes.update(signal_votes(signal, names))
     for text in caller_lines:  # what its callers say about it
         votes.update({k: 0.5 * v for k, v in word_votes(text, names).items()})

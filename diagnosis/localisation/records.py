@@ -142,6 +142,12 @@ def workload_of(pod: str) -> str:
     return pod
 
 
+def replica_set_owner(name: str) -> str:
+    """The Deployment a ReplicaSet belongs to: its name is the Deployment's with ``-<pod-template-hash>``."""
+    head, _, tail = name.rpartition("-")
+    return head if head and 6 <= len(tail) <= 10 and _KUBE_ALPHABET.match(tail) else name
+
+
 _SERVICE_LABELS = ("service", "service_name", "app", "application", "app_kubernetes_io_name", "job", "container",
                    "destination_workload", "dst_deployment", "deployment", "workload")
 
@@ -348,8 +354,9 @@ def _read_kubernetes(evidence: Evidence, inv: str, result: Mapping[str, Any]) ->
         if not isinstance(event, Mapping):
             continue
         obj = str(event.get("object") or event.get("involvedObject") or "")
-        target = obj.split("/", 1)[-1]
-        service = evidence.addresses.get(target) or workload_of(target)
+        kind, _, target = obj.rpartition("/")
+        service = evidence.addresses.get(target) or (replica_set_owner(target) if kind.lower() == "replicaset"
+                                                      else workload_of(target))
         message = str(event.get("message") or "")
         reason = str(event.get("reason") or "")
         ts = parse_time(event.get("firstTimestamp") or event.get("eventTime") or event.get("lastTimestamp"))

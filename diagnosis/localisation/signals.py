@@ -12,10 +12,11 @@ import math
 import re
 from collections import defaultdict
 from dataclasses import dataclass, field
+from typing import Mapping
 
 from diagnosis.localisation.deviation import Shift, rates, ratio, shift
 from diagnosis.localisation.levels import RANK, at_least
-from diagnosis.localisation.records import Evidence, LogRecord, MetricSeries, Ref, node_of, service_of
+from diagnosis.localisation.records import Evidence, LogRecord, MetricSeries, Ref, node_of, service_of, workload_of
 from diagnosis.localisation.templates import Template, mine
 
 MIN_SCORE = 6.0  # robust deviations for a metric shift to count
@@ -114,10 +115,43 @@ def _derived(evidence: Evidence) -> list[tuple[MetricSeries, str, list[float], l
     return out
 
 
+_POD_IDENTITY = ("pod", "pod_name", "instance", "id", "container_id", "uid", "pod_ip")
+
+
+def _pod_key(name: str, labels: Mapping[str, str]) -> tuple | None:
+    """A pod's series without what names the pod: the same metric of the same workload in another pod."""
+    pod = labels.get("pod") or labels.get("pod_name")
+    if not pod:
+        return None
+    return (name, workload_of(pod), tuple(sorted((k, v) for k, v in labels.items()
+                                                 if k not in _POD_IDENTITY and k != "__name__")))
+
+
+def _replaced(derived: list) -> set[int]:
+    """Pod series that stop because another pod of the same workload took over (a rollout, a rescheduled
+    pod): churn, not a process that went away. Their successor reports after they stop."""
+    last_by_key: dict[tuple, list[tuple[float, str]]] = defaultdict(list)
+    for series, name, times, _ in derived:
+        key = _pod_key(name, series.labels)
+        if key is not None and times:
+            last_by_key[key].append((times[-1], series.labels.get("pod") or series.labels.get("pod_name")))
+    out = set()
+    for series, name, times, _ in derived:
+        key = _pod_key(name, series.labels)
+        if key is None or not times:
+            continue
+        pod = series.labels.get("pod") or series.labels.get("pod_name")
+        if any(last > times[-1] + 60 and other != pod for last, other in last_by_key[key]):
+            out.add(id(series))
+    return out
+
+
 def metric_signals(evidence: Evidence) -> list[Signal]:
     signals = []
     end = evidence.window[1] if evidence.window else None
-    for series, name, times, values in _derived(evidence):
+    derived = _derived(evidence)
+    replaced = _replaced(derived)
+    for series, name, times, values in derived:
         entity = service_of(series.labels)
         if not entity:
             node = node_of(series.labels)
@@ -126,7 +160,7 @@ def metric_signals(evidence: Evidence) -> list[Signal]:
             continue
         kind = metric_kind(name, series.labels)
         moved = shift(times, values)
-        if end is not None and times and end - times[-1] > 600 and len(times) >= 8:
+        if end is not None and times and end - times[-1] > 600 and len(times) >= 8 and id(series) not in replaced:
             # A series that stopped: the process or its exporter went away.
             signals.append(Signal(entity, "metric", "stopped", times[-1], 0.4, [series.ref], name,
                                   detail={"name": name}))

@@ -8,7 +8,7 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from diagnosis.tools.backends.base import BackendError
+from diagnosis.tools.backends.base import BackendError, workload_pods_regex
 from diagnosis.tools.backends.prometheus import PrometheusBackend, promql_selector
 
 from .conftest import free_port
@@ -82,20 +82,20 @@ def test_metric_and_service_build_a_selector_on_the_service_label(prometheus_url
     by_job = PrometheusBackend(prometheus_url, service_label="job")
     result = by_job.query_metrics(metric="up", service="prometheus")
 
-    assert result["query"] == 'up{job="prometheus"}'
-    [series] = result["series"]
+    assert result["query"] == 'up{job="prometheus"} or up{pod=~"%s"}' % workload_pods_regex("prometheus")
+    [series] = result["series"]  # the server accepted the pods' half too
     assert series["labels"]["job"] == "prometheus"
     assert series["labels"]["service"] == "prometheus"  # mapped from the configured service label
 
     alerts_series = PrometheusBackend(prometheus_url).query_metrics(metric="ALERTS", service="prometheus")
-    assert alerts_series["query"] == 'ALERTS{service="prometheus"}'
+    assert alerts_series["query"].startswith('ALERTS{service="prometheus"} or ALERTS{pod=~')
     assert [s["labels"]["alertname"] for s in alerts_series["series"]] == ["AlwaysFiring"]
 
 
 def test_a_service_with_quotes_and_backslashes_is_escaped_and_accepted_by_the_server(prometheus):
     result = prometheus.query_metrics(metric="up", service='we"ird\\svc\n')
 
-    assert result["query"] == 'up{service="we\\"ird\\\\svc\\n"}'
+    assert result["query"].startswith('up{service="we\\"ird\\\\svc\\n"} or up{pod=~"we\\"ird')
     assert result["series"] == []  # a valid query that matches nothing
 
 

@@ -10,7 +10,7 @@ import pytest
 
 from diagnosis.demo import ScenarioError, load_scenario
 from diagnosis.demo.timestamps import TIMESTAMP_LAYOUTS
-from diagnosis.tools.backends.base import BackendError, parse_time
+from diagnosis.tools.backends.base import BackendError, parse_time, workload_pods_regex
 from diagnosis.tools.backends.demo import DemoBackend
 from diagnosis.tools.registry import SUCCESS, Backends, ToolBox
 from tests.demo.builders import histogram, series, write_scenario
@@ -107,6 +107,25 @@ def test_node_and_volume_series_need_no_service_label(tmp_path):
                                             'persistentvolumeclaim="data-db-0"} max 5000000000')
     # A service filter leaves series without that label out, as a label matcher does in Prometheus.
     assert [s["labels"]["__name__"] for s in demo.query_metrics(service="web")["series"]] == ["http_requests_total"]
+
+
+def test_a_service_query_also_selects_its_pods_series_and_no_other_workloads(tmp_path):
+    demo = backend(tmp_path, series_list=[
+        series("http_requests_total", [10 * i for i in range(10)], service="web"),
+        series("container_cpu_usage_seconds_total", [i for i in range(10)], namespace="shop", pod="web-7f9c6d5b4-x2v4z"),
+        series("container_memory_working_set_bytes", [1e8] * 10, namespace="shop", pod="web-0"),
+        series("container_cpu_usage_seconds_total", [i for i in range(10)], namespace="shop", pod="web-api-x2v4z"),
+        series("container_cpu_usage_seconds_total", [i for i in range(10)], namespace="shop", pod="webber-7f9c6d5b4-x2v4z"),
+    ])
+    result = demo.query_metrics(service="web")
+    assert sorted((s["labels"]["__name__"], s["labels"].get("pod")) for s in result["series"]) == [
+        ("container_cpu_usage_seconds_total", "web-7f9c6d5b4-x2v4z"),
+        ("container_memory_working_set_bytes", "web-0"),
+        ("http_requests_total", None),
+    ]
+    assert result["query"] == '{service="web"} or {pod=~"%s"}' % workload_pods_regex("web").replace("\\", "\\\\")
+    (cpu,) = demo.query_metrics(metric="container_cpu_usage_seconds_total", service="web-api")["series"]
+    assert cpu["labels"]["pod"] == "web-api-x2v4z"
 
 
 def test_a_missing_sample_is_covered_by_the_lookback_and_a_long_gap_shows(tmp_path):

@@ -305,6 +305,18 @@ def go_string_literal(value: str) -> str:
     return '"' + "".join(out) + '"'
 
 
+_POD_HASH = "[bcdfghjklmnpqrstvwxz2456789]"
+
+
+def workload_pods_regex(service: str) -> str:
+    """The names of a workload's pods as an RE2 pattern (PromQL anchors it): Deployment pods
+    ``<name>-<template hash>-<5>``, DaemonSet pods ``<name>-<5>``, StatefulSet pods ``<name>-<ordinal>``.
+    cAdvisor and kube-state-metrics label a container's series by pod, never by service: a query about a
+    service matches its pods' series this way too."""
+    name = re.sub(r"([.\\+*?()|\[\]{}^$])", r"\\\1", service)
+    return f"{name}-(?:{_POD_HASH}{{6,10}}-)?{_POD_HASH}{{5}}|{name}-[0-9]+"
+
+
 def format_selector(labels: Mapping[str, str]) -> str:
     """``name{a="1",b="2"}`` with label names sorted, as Prometheus prints a series."""
     name = labels.get("__name__", "")

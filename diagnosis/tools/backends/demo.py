@@ -48,6 +48,7 @@ from diagnosis.tools.backends.base import (
     range_query_step,
     resolve_window,
     series_stats,
+    workload_pods_regex,
 )
 from diagnosis.tools.backends.demo_changes import DemoChanges
 from diagnosis.tools.backends.demo_traces import DemoTraces
@@ -530,6 +531,15 @@ class DemoBackend:
         if expression is None:
             selector = _canonical_query(matchers)
             results = evaluate_range(selector, stored, start_ms=start_ms, end_ms=end_ms, step_ms=round(step_s * 1000))
+            if service is not None and service.strip():
+                # A service's series, and its pods' (as ``{service="x"} or {pod=~"x-..."}`` selects them).
+                pods = [m for m in matchers if m[0] != "service"] + [("pod", "=~", workload_pods_regex(service.strip()))]
+                pod_selector = _canonical_query(pods)
+                seen = {tuple(sorted(labels.items())) for labels, _ in results}
+                results += [r for r in evaluate_range(pod_selector, stored, start_ms=start_ms, end_ms=end_ms,
+                                                      step_ms=round(step_s * 1000))
+                            if tuple(sorted(r[0].items())) not in seen]
+                selector = f"{selector} or {pod_selector}"
         else:
             selector = str(query).strip()
             results = evaluate_range(expression, stored, start_ms=start_ms, end_ms=end_ms,

@@ -27,6 +27,7 @@ from diagnosis.tools.backends.base import (
     range_query_step,
     resolve_window,
     series_stats,
+    workload_pods_regex,
 )
 from diagnosis.tools.backends.http_json import display_url
 
@@ -193,8 +194,11 @@ class PrometheusBackend:
             return str(query).strip()
         if metric is None or not str(metric).strip():
             raise _error("give a PromQL query, or a metric name (with an optional service)", argument="query")
-        labels = {self.service_label: service} if service not in (None, "") else {}
-        return promql_selector(str(metric), labels)
+        if service in (None, ""):
+            return promql_selector(str(metric))
+        # The service's series, and its pods' series (cAdvisor and kube-state-metrics label by pod only).
+        pods = f"{str(metric).strip()}{{pod=~{promql_string(workload_pods_regex(str(service)))}}}"
+        return f"{promql_selector(str(metric), {self.service_label: service})} or {pods}"
 
     def query_metrics(
         self,
