@@ -27,6 +27,7 @@ import tempfile
 import time
 from collections import defaultdict
 from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -35,9 +36,19 @@ from diagnosis.localisation.outcome import Localisation, localise
 from diagnosis.tools.backends.demo import DemoBackend
 
 
-def full_evidence(folder: Path) -> list[dict[str, Any]]:
-    """Every tool asked about every service of a scenario folder, as a run's recorded results."""
-    backend = DemoBackend([folder])
+# Where offset 0 of every scored incident lies. A fixed clock makes the report repeatable; each seed adds its own
+# phase (``moment_of``) so that sample alignment still varies across incidents as it does across real ones.
+REFERENCE_NOW = datetime(2026, 11, 29, 12, 0, tzinfo=timezone.utc)
+
+
+def moment_of(seed: int) -> datetime:
+    return REFERENCE_NOW + timedelta(seconds=(seed * 7919) % 3600)
+
+
+def full_evidence(folder: Path, now: datetime = REFERENCE_NOW) -> list[dict[str, Any]]:
+    """Every tool asked about every service of a scenario folder, as a run's recorded results (the demo
+    backend's clock fixed at ``now``)."""
+    backend = DemoBackend([folder], now=now)
     results: list[dict[str, Any]] = []
 
     def ask(tool: str, arguments: dict[str, Any], call) -> None:
@@ -104,7 +115,7 @@ def evaluate(seeds: Iterable[int], *, traces: bool | None = None) -> list[Score]
                 continue
             folder = write_incident(incident, Path(tmp) / incident.name)
             subject = list(truth.get("asked_services") or [])
-            results = full_evidence(folder)
+            results = full_evidence(folder, moment_of(seed))
             started = time.perf_counter()
             found = localise(results, subject)
             seconds = time.perf_counter() - started

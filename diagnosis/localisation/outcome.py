@@ -200,6 +200,8 @@ def _doubt(top: Candidate, roots: list[Candidate], graph, evidence: Evidence, ca
         and top.onset - 3600 <= c.onset <= top.onset + TOLERANCE_S for c in context)]
     if changed and not any(c.source == "change" and c.entity == top.service for c in context):
         return "dependency_changed"
+    if _changed_caller(top, candidates, context):
+        return "caller_changed"
     if top.kind is None or top.kind_votes[top.kind] < MIN_KIND_VOTES:
         return "kind_unknown"
     ranked = sorted(top.kind_votes.items(), key=lambda kv: -kv[1])
@@ -207,6 +209,25 @@ def _doubt(top: Candidate, roots: list[Candidate], graph, evidence: Evidence, ca
             and ranked[0][0].split(".")[0] != ranked[1][0].split(".")[0]:
         return "kind_ambiguous"
     return ""
+
+
+def _changed_caller(top: Candidate, candidates: Mapping[str, Candidate], context: list[Signal]) -> list[str]:
+    """Callers the top explains that changed shortly before their own onset while the top did not change and
+    shows no deviation of its own beyond what it logged: a server refusing a client's new credentials or new
+    requests looks like a server fault from the client's side. Either may be the cause."""
+    if any(c.source == "change" and c.entity == top.service for c in context):
+        return []
+    if any(s.source in ("metric", "kube") for s in top.faults):
+        return []
+    out = []
+    for name in top.explains:
+        caller = candidates.get(name)
+        if caller is None or caller.onset is None:
+            continue
+        if any(c.source == "change" and c.entity == name and c.onset is not None
+               and caller.onset - 900 <= c.onset <= caller.onset + TOLERANCE_S for c in context):
+            out.append(name)
+    return out
 
 
 # Kinds that are a fault of the service itself, whatever it calls: its own resources, its own changes,

@@ -42,6 +42,12 @@ class Results:
     def alerts(self, alerts: list[dict]) -> "Results":
         return self._add("query_alerts", {}, {"alerts": alerts})
 
+    def changes(self, changes: list[tuple[float, str, str, str]]) -> "Results":
+        """``changes``: (offset seconds before now, service, kind, what)."""
+        return self._add("query_changes", {}, {"changes": [
+            {"at": iso(t), "service": service, "kind": kind, "what": what, "description": f"{kind} {what}"}
+            for t, service, kind, what in changes]})
+
     def kubernetes(self, result: dict, name: str = "") -> "Results":
         return self._add("query_kubernetes", {"kind": "deployment", "name": name}, result)
 

@@ -92,6 +92,32 @@ def test_an_error_naming_a_dependency_nobody_examined_is_undetermined_with_the_n
     assert ("query_logs", {"service": "sessions-kv"}) in [(c.tool, c.arguments) for c in found.next_checks]
 
 
+def _server_refusing_a_caller(caller_changed_at: float | None) -> Results:
+    """A server that logs its refusals of a caller's requests, and nothing else; the caller's errors name it."""
+    results = Results()
+    results.metric({"__name__": "http_requests_total", "service": "vondrel", "code": "500"},
+                   [v * 60 for v in stepped(0.1, 40, 44)])
+    results.logs("vondrel", [(-3000 + i * 150, "", f"GET /v2/orders 200 in {30 + i} ms") for i in range(15)]
+                 + [(-950 + i * 40, "ERROR", f"cannot reach karsh.prod.svc.cluster.local:5432: rejected by server "
+                                             f"(attempt {i})") for i in range(12)])
+    results.logs("karsh", [(-3400 + i * 200, "", f"checkpoint complete: wrote {40 + i} buffers") for i in range(15)]
+                 + [(-955 + i * 40, "FATAL", f'password authentication failed for user "orders_rw" (conn {i})')
+                    for i in range(12)])
+    results.kubernetes({"services": [{"name": "karsh", "namespace": "prod", "selector": {"app": "karsh"}}]})
+    if caller_changed_at is not None:
+        results.changes([(caller_changed_at, "vondrel", "secret", "Secret vondrel-karsh-credentials rotated")])
+    return results
+
+
+def test_a_server_refusing_a_caller_that_changed_just_before_is_not_named_the_root():
+    changed = localise(_server_refusing_a_caller(caller_changed_at=-1200).items, ["vondrel"])
+    assert changed.root == "karsh" and changed.outcome == "undetermined" and changed.reason == "caller_changed"
+    unchanged = localise(_server_refusing_a_caller(caller_changed_at=None).items, ["vondrel"])
+    assert unchanged.root == "karsh" and unchanged.reason != "caller_changed"
+    long_before = localise(_server_refusing_a_caller(caller_changed_at=-3500).items, ["vondrel"])
+    assert long_before.reason != "caller_changed"
+
+
 @pytest.mark.parametrize("folder", SCENARIOS, ids=lambda p: p.name)
 def test_with_full_evidence_no_scenario_gets_a_confident_wrong_root(folder):
     import json

@@ -29,6 +29,7 @@ REASONS = {
     "kind_unknown": "the evidence shows where it broke but not what kind of fault it is",
     "kind_ambiguous": "the evidence fits more than one kind of fault equally well",
     "dependency_changed": "a dependency it calls changed just before it broke, without deviating itself",
+    "caller_changed": "a caller whose requests it fails changed just before, and nothing of its own deviates",
     "cycle": "the anomalous services explain each other and none began first",
     "dependency_not_identified": "its errors blame a dependency that none of the examined records names",
     "no_baseline": "its error lines have too little history before them to tell an incident from routine",
