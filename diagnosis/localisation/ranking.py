@@ -75,6 +75,13 @@ def _shares_resource(candidate: Candidate, host: Candidate) -> bool:
     return bool(kinds & {s.kind for s in host.faults})
 
 
+def _only_waited_for(dependency: Candidate) -> bool:
+    """Examined and deviating in nothing of its own: all it has is callers' lines that they waited for it.
+    A refusal or a bad certificate names a fault of the peer; a wait does not."""
+    faults = dependency.faults
+    return bool(faults) and all(s.source == "named" and s.kind == "network.timeout" for s in faults)
+
+
 def explain(candidates: dict[str, Candidate], graph: DependencyGraph) -> None:
     """Set each candidate's ``explained_by``: the anomalous dependency that accounts for it."""
     for candidate in candidates.values():
@@ -85,6 +92,8 @@ def explain(candidates: dict[str, Candidate], graph: DependencyGraph) -> None:
                 continue
             if edge.via == "placement" and not _shares_resource(candidate, dependency):
                 continue  # a node explains starvation of what it is short of, not an application's own errors
+            if _only_waited_for(dependency) and any(s.kind == "saturation" for s in candidate.faults):
+                continue  # callers that waited on it, while it shows nothing itself: the caller's own pool ran dry
             options.append((dependency.onset if dependency.onset is not None else math.inf,
                             -dependency.strength, dependency.service, edge))
         if options:

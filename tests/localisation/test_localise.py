@@ -61,6 +61,19 @@ def test_saturation_with_nothing_anomalous_below_it_is_the_cause():
     assert (found.outcome, found.root, found.kind) == ("root_cause", "drelmo", "resource.pool")
 
 
+def test_a_caller_whose_pool_ran_dry_is_the_root_when_the_database_it_waited_for_shows_nothing():
+    results = Results()
+    results.metric({"__name__": "db_client_connections_pending_requests", "service": "fobrel"}, stepped(0, 30, 44))
+    results.metric({"__name__": "pg_stat_activity_max_tx_duration", "service": "quastor"}, flat(0.4))
+    results.logs("quastor", [(-3400 + i * 200, "", f"checkpoint complete: wrote {40 + i} buffers") for i in range(17)])
+    results.logs("fobrel", [(-3000 + i * 120, "", f"GET /v1/items 200 in {40 + i} ms") for i in range(20)]
+                 + [(-900 + i * 50, "ERROR", f"pool wait on postgres://quastor:5432/items: context deadline exceeded "
+                                             f"after {i + 30}s") for i in range(8)])
+    found = localise(results.items, ["fobrel"])
+    assert found.root == "fobrel" and found.top().explained_by is None
+    assert "quastor" not in [c.service for c in found.candidates if c.explains]
+
+
 def test_nothing_deviating_is_nothing_wrong():
     results = Results()
     results.metric({"__name__": "http_request_duration_seconds", "service": "pemvak"}, flat(0.1))
