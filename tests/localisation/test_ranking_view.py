@@ -3,26 +3,13 @@
 from __future__ import annotations
 
 from diagnosis.ranking_view import MAX_CANDIDATES, bounded_candidates, ranking_view
-from tests.localisation.support import Results, flat, stepped
+from tests.localisation.support import Results, caller_and_database, flat, stepped
 
 QUESTION = "Why is fobrel-api slow?"
 
 
-def _caller_and_database() -> Results:
-    """fobrel-api saturates at minute 44 after its database quastor-db, which its errors name, at 42."""
-    results = Results()
-    results.metric({"__name__": "http_server_request_duration_seconds", "service": "fobrel-api"}, stepped(0.08, 2.5, 44))
-    results.metric({"__name__": "db_client_connections_pending", "service": "fobrel-api"}, stepped(1, 40, 44))
-    results.metric({"__name__": "pg_stat_activity_max_tx_duration", "service": "quastor-db"}, stepped(0.5, 30, 42))
-    results.logs("fobrel-api", [(-3000 + i * 120, "", f"GET /v1/items 200 in {40 + i} ms") for i in range(20)]
-                 + [(-(60 - 44) * 60 + 30 + i * 50, "ERROR",
-                     f"query failed: timeout acquiring connection to postgres://quastor-db:5432/items after {i + 30}s")
-                    for i in range(8)])
-    return results
-
-
 def test_the_view_ranks_the_dependency_first_and_says_whether_the_diagnosis_agreed():
-    results = _caller_and_database()
+    results = caller_and_database()
     view = ranking_view(results.items, question=QUESTION, root_service="quastor-db")
     assert [(c["rank"], c["service"], c["explainedBy"]) for c in view["candidates"]] == \
         [(1, "quastor-db", None), (2, "fobrel-api", "quastor-db")]
@@ -38,7 +25,7 @@ def test_the_view_ranks_the_dependency_first_and_says_whether_the_diagnosis_agre
 
 
 def test_the_view_is_the_same_for_the_same_recorded_outputs():
-    results = _caller_and_database()
+    results = caller_and_database()
     assert ranking_view(results.items, question=QUESTION, root_service=None) == \
         ranking_view(list(results.items), question=QUESTION, root_service=None)
 
@@ -47,14 +34,14 @@ def test_failed_calls_are_not_read_and_nothing_anomalous_is_no_ranking():
     results = Results()
     results.metric({"__name__": "http_request_duration_seconds", "service": "pemvak-web"}, flat(0.1))
     healthy = list(results.items)
-    failed = [{**item, "status": "ERROR"} for item in _caller_and_database().items]
+    failed = [{**item, "status": "ERROR"} for item in caller_and_database().items]
     view = ranking_view(healthy + failed, question="Is pemvak-web healthy?", root_service="pemvak-web")
     assert view["candidates"] == [] and view["agreement"] == "no_ranking"
     assert view["localisation"]["outcome"] == "nothing_wrong"
 
 
 def test_a_service_asked_about_without_telemetry_is_named_without_data():
-    view = ranking_view(_caller_and_database().items, question="Is zzyzx-api down?", root_service=None)
+    view = ranking_view(caller_and_database().items, question="Is zzyzx-api down?", root_service=None)
     assert view["localisation"]["outcome"] == "no_data" and view["localisation"]["withoutData"] == ["zzyzx-api"]
 
 
