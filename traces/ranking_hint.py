@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
+from diagnosis.contracts import StructuredDiagnosis
 from diagnosis.ranking_view import top_root
 from traces.rendering import Highlight, record_highlight
 
@@ -78,9 +79,10 @@ def build_ranking(diagnosis: Any, invocations: Mapping[str, Any],
     """The section's view (None without a diagnosis); adds a hint mark for every record a candidate cites."""
     if not isinstance(diagnosis, Mapping):
         return None
-    if "candidates" not in diagnosis:
+    stored = StructuredDiagnosis.read(diagnosis)
+    if not stored.ranked:
         return RankingView(recorded=False)
-    raw = [c for c in diagnosis.get("candidates") or () if isinstance(c, Mapping) and isinstance(c.get("service"), str)]
+    raw = [c for c in stored.candidates if isinstance(c.get("service"), str)]
     marked: set[tuple[str, str]] = set()
     candidates = []
     for item in raw:
@@ -102,11 +104,11 @@ def build_ranking(diagnosis: Any, invocations: Mapping[str, Any],
             onset=_onset(item.get("onset")),
             explained_by=item.get("explainedBy") if isinstance(item.get("explainedBy"), str) else None,
             explains=_names(item.get("explains")), records=records))
-    root = diagnosis.get("rootCause") if isinstance(diagnosis.get("rootCause"), Mapping) else {}
-    agreement = diagnosis.get("agreement") if diagnosis.get("agreement") in AGREEMENT_TEXT else ""
+    root = stored.root_cause or {}
+    agreement = stored.agreement if stored.agreement in AGREEMENT_TEXT else ""
     text = AGREEMENT_TEXT[agreement].format(root=root.get("service") or "—", top=top_root(raw) or "—") if agreement \
         else ""
-    localisation = diagnosis.get("localisation") if isinstance(diagnosis.get("localisation"), Mapping) else {}
+    localisation = stored.localisation or {}
     return RankingView(
         recorded=True, candidates=candidates, agreement=agreement, agreement_text=text,
         outcome=str(localisation.get("outcome") or ""), reason=str(localisation.get("reason") or ""),
