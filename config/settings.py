@@ -317,6 +317,8 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
     "COMPONENT_SPLIT_REQUEST": True,
+    # One name for the closed fault-kind set, which rootCause.cause and candidates[].kind both use.
+    "ENUM_NAME_OVERRIDES": {"CauseKindEnum": "diagnosis.structured_diagnosis.CAUSE_KIND_IDS"},
 }
 
 LOGGING = {

@@ -453,19 +453,29 @@ class SelfEvaluation:
 @dataclass(frozen=True)
 class StructuredDiagnosis:
     """A run's `diagnosis` column: {rootCause: {service, cause, summary, startedAt, claimIds} | null,
-    nothingWrong, undetermined, symptoms}."""
+    nothingWrong, undetermined, symptoms}, and the localiser's view kept beside it (a hint:
+    diagnosis.ranking_view): candidates, localisation, agreement; `ranked` is false for runs recorded
+    before it was kept."""
 
     root_cause: dict | None = None
     nothing_wrong: bool = False
     undetermined: bool = False
     symptoms: tuple[dict, ...] = ()
+    ranked: bool = False
+    candidates: tuple[dict, ...] = ()
+    localisation: dict | None = None
+    agreement: str | None = None
 
     @classmethod
     def read(cls, value: Any) -> StructuredDiagnosis:
         data = _dict(_json(value))
         root = data.get("rootCause")
+        localisation = data.get("localisation")
         return cls(root_cause=root if isinstance(root, dict) else None, nothing_wrong=data.get("nothingWrong") is True,
-                   undetermined=bool(data.get("undetermined")), symptoms=_dicts(data.get("symptoms")))
+                   undetermined=bool(data.get("undetermined")), symptoms=_dicts(data.get("symptoms")),
+                   ranked="candidates" in data, candidates=_dicts(data.get("candidates")),
+                   localisation=localisation if isinstance(localisation, dict) else None,
+                   agreement=data.get("agreement") if isinstance(data.get("agreement"), str) else None)
 
 
 # --------------------------------------------------------------------------- orchestration trace

@@ -155,6 +155,22 @@ class Highlight:
     segments: tuple
     pattern: re.Pattern[str]
     label: str = ""
+    css: str = "evidence"  # "evidence": a verified excerpt; HINT_CSS: a record the localiser's ranking points at
+
+
+HINT_CSS = "rc-hint"
+WHOLE_VALUE = re.compile(r"\S(?:[\s\S]*\S)?")
+
+
+def record_highlight(raw_path: Any, label: str) -> Highlight | None:
+    """The whole value at `raw_path`, marked as a hint (not a verified excerpt): where the ranking points."""
+    if not isinstance(raw_path, str):
+        return None
+    try:
+        segments = parse(raw_path)
+    except JsonPathError:
+        return None
+    return Highlight(segments, WHOLE_VALUE, label, HINT_CSS)
 
 
 def highlight_for(raw_path: Any, excerpt: Any, label: str = "") -> Highlight | None:
@@ -174,23 +190,26 @@ def _json_string(text: str) -> str:
 
 def marked_text(
     text: str, patterns: Sequence[re.Pattern[str]], *, quoted: bool = True, titles: Sequence[str] = (),
-    encode=None,
+    encode=None, classes: Sequence[str] = (),
 ) -> str:
-    """`text` HTML-escaped (as a JSON string when `quoted`) with every match of `patterns` in <mark>."""
-    spans: list[tuple[int, int, str]] = []
+    """`text` HTML-escaped (as a JSON string when `quoted`) with every match of `patterns` in <mark>
+    (of class `classes[i]`, "evidence" by default); a verified excerpt wins over a hint it overlaps."""
+    spans: list[tuple[int, int, str, str]] = []
     for index, pattern in enumerate(patterns):
+        css = classes[index] if index < len(classes) else "evidence"
         for match in pattern.finditer(text):
             if match.end() > match.start():
-                spans.append((match.start(), match.end(), titles[index] if index < len(titles) else ""))
-    spans.sort()
+                spans.append((match.start(), match.end(), titles[index] if index < len(titles) else "", css))
+    chosen: list[tuple[int, int, str, str]] = []
+    for span in sorted(spans, key=lambda s: (s[3] != "evidence", s)):
+        if all(span[1] <= c[0] or span[0] >= c[1] for c in chosen):
+            chosen.append(span)
     encode = encode or (_json_string if quoted else (lambda s: s))
     out, cursor = [], 0
-    for start, end, title in spans:
-        if start < cursor:
-            continue
+    for start, end, title, css in sorted(chosen):
         out.append(escape(encode(text[cursor:start])))
         attr = f' title="{escape(title)}"' if title else ""
-        out.append(f'<mark class="evidence"{attr}>{escape(encode(text[start:end]))}</mark>')
+        out.append(f'<mark class="{css}"{attr}>{escape(encode(text[start:end]))}</mark>')
         cursor = end
     out.append(escape(encode(text[cursor:])))
     body = "".join(out)
@@ -250,7 +269,8 @@ class _JsonWriter:
         for lo, hi in windows:
             if lo > cursor:
                 self.gap(f"{lo - cursor:,} characters not shown")
-            self.emit(marked_text(value[lo:hi], patterns, quoted=False, titles=titles, encode=_json_string), hi - lo)
+            self.emit(marked_text(value[lo:hi], patterns, quoted=False, titles=titles, encode=_json_string,
+                                  classes=[h.css for h in active]), hi - lo)
             cursor = hi
         if cursor < len(value):
             self.gap(f"{len(value) - cursor:,} characters not shown")
@@ -315,13 +335,16 @@ class _JsonWriter:
             if self.window and len(value) >= WINDOW_STRING_MIN:
                 self.write_string_window(value, active)
                 return
-            self.emit(marked_text(value, [h.pattern for h in active], titles=[h.label for h in active]), len(value) + 2)
+            self.emit(marked_text(value, [h.pattern for h in active], titles=[h.label for h in active],
+                                  classes=[h.css for h in active]), len(value) + 2)
         else:
             text = json.dumps(value)
             css = "j-num" if isinstance(value, (int, float)) and not isinstance(value, bool) else "j-lit"
             html = f'<span class="{css}">{escape(text)}</span>'
-            if any(h.pattern.search(text) for h in self.active(path)):
-                html = f'<mark class="evidence">{html}</mark>'
+            found = sorted((h for h in self.active(path) if h.pattern.search(text)), key=lambda h: h.css != "evidence")
+            if found:
+                attr = f' title="{escape(found[0].label)}"' if found[0].css != "evidence" and found[0].label else ""
+                html = f'<mark class="{found[0].css}"{attr}>{html}</mark>'
             self.emit(html, len(text))
 
     @staticmethod

@@ -23,6 +23,7 @@ from diagnosis.models import AgentStep, DiagnosisRun, ToolInvocation
 from traces.rendering import (
     FULL_LIMIT, Highlight, ResultView, excerpt_in_context, highlight_for, json_html, markdown_html, result_html,
 )
+from traces.ranking_hint import RankingView, build_ranking
 from traces.route_svg import RouteSummary, render_route_svg, summarise_route, topology_for
 from traces.trust import TrustLine, trust_line
 
@@ -204,7 +205,8 @@ def _invocation_view(invocation, highlights, t0, total_ms, *, body: str = "auto"
     """body: "auto" (inline when it holds verified evidence, else loaded on demand), "inline" or "full"."""
     duration = invocation.duration_ms or 0
     end = _ms_between(t0, invocation.created_at) or 0.0
-    lazy = body == "auto" and not highlights
+    verified = [h for h in highlights if h.css == "evidence"]  # the ranking's hint marks are not evidence
+    lazy = body == "auto" and not verified
     view = ResultView(SafeString(""), False)
     if not lazy and invocation.result is not None:
         view = ResultView(json_html(invocation.result, highlights, limit=FULL_LIMIT), False) if body == "full" \
@@ -213,7 +215,7 @@ def _invocation_view(invocation, highlights, t0, total_ms, *, body: str = "auto"
         invocation=invocation,
         arguments=SafeString("") if lazy else json_html(invocation.arguments),
         result=view.html,
-        evidence_count=len(highlights),
+        evidence_count=len(verified),
         bar=_bar(end - duration, duration, total_ms),
         admin_url=reverse("admin:diagnosis_toolinvocation_change", args=[invocation.pk]),
         lazy=lazy, windowed=view.windowed,
@@ -626,6 +628,7 @@ class RunDetail:
     answer_verified: bool = False
     unverified: bool = False  # a SIMPLE answer: one model call, nothing checked
     trust: TrustLine | None = None
+    ranking: RankingView | None = None  # the localiser's ranking kept in the diagnosis: a hint, not evidence
 
 
 def run_detail_build(data: RunDetailData) -> RunDetail:
@@ -637,6 +640,7 @@ def run_detail_build(data: RunDetailData) -> RunDetail:
     gatekeeper, highlights = build_gatekeeper(run.self_evaluation, invocations)
     aiops = build_aiops(run.self_evaluation, invocations, highlights) if run.agent_flow == DiagnosisRun.Flow.AI_OPS \
         else None
+    ranking = build_ranking(run.diagnosis, invocations, highlights)
     figures, budget = build_figures(run.self_evaluation)
     verifier = SelfEvaluation.read(run.self_evaluation).verifier.raw
     evidence_retries = route.evidence_retry_count if route else 0
@@ -669,6 +673,7 @@ def run_detail_build(data: RunDetailData) -> RunDetail:
         unverified=run.strategy == DiagnosisRun.Strategy.SIMPLE and run.agent_flow == DiagnosisRun.Flow.CHAT,
         trust=trust_line(flow=run.agent_flow, question=run.question, verdict=run.effective_verdict,
                          diagnosis=run.diagnosis, degraded=run.degraded, self_evaluation=run.self_evaluation),
+        ranking=ranking,
     )
 
 
@@ -683,6 +688,7 @@ def _highlights(run: DiagnosisRun, invocations: dict[str, ToolInvocation]) -> di
     _, highlights = build_gatekeeper(run.self_evaluation, invocations)
     if run.agent_flow == DiagnosisRun.Flow.AI_OPS:
         build_aiops(run.self_evaluation, invocations, highlights)
+    build_ranking(run.diagnosis, invocations, highlights)
     return highlights
 
 

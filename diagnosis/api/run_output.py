@@ -8,7 +8,9 @@ from django.urls import reverse
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from diagnosis.contracts import INVOCATION_ID_PATTERN
 from diagnosis.models import DiagnosisRun
+from diagnosis.ranking_view import AGREEMENTS, LOCALISATION_OUTCOMES
 from diagnosis.selectors import run_advice, run_evidence_checked, run_suggestions
 from diagnosis.structured_diagnosis import CAUSE_KIND_IDS, CLAIM_ID_PATTERN
 
@@ -39,6 +41,35 @@ class CoverageOutput(serializers.Serializer):
     alertsReceived = serializers.IntegerField(min_value=0)
 
 
+class CandidateEvidenceOutput(serializers.Serializer):
+    invocationId = serializers.RegexField(INVOCATION_ID_PATTERN, help_text="an invocation of this run")
+    tool = serializers.CharField(help_text="the tool that was called (the invocation's own tool name)")
+    rawPath = serializers.CharField(help_text="the JSON path of the record in the stored result; the record itself "
+                                              "is read from the invocation, never copied here")
+
+
+class CandidateOutput(serializers.Serializer):
+    rank = serializers.IntegerField(min_value=1, help_text="the localiser's rank (roots first); a gap means a "
+                                                           "candidate whose name is no service name was left out")
+    service = serializers.CharField(help_text="a service (or node:<name>) name from the tool output, matching "
+                                              "the service-name pattern; escape it before putting it in HTML")
+    kind = serializers.ChoiceField(list(CAUSE_KIND_IDS), allow_null=True,
+                                   help_text="a fault-kind id of the closed taxonomy, or null")
+    onset = serializers.FloatField(allow_null=True, help_text="Unix seconds: its first sustained deviation")
+    strength = serializers.FloatField(help_text="the anomaly strength the ranking weighed")
+    explainedBy = serializers.CharField(allow_null=True, help_text="the anomalous dependency that accounts for it")
+    explains = serializers.ListField(child=serializers.CharField(), help_text="the candidates it accounts for")
+    evidence = CandidateEvidenceOutput(many=True, help_text="the records that show it (at most 4)")
+
+
+class LocalisationOutput(serializers.Serializer):
+    outcome = serializers.ChoiceField(LOCALISATION_OUTCOMES, help_text="the localiser's own outcome")
+    reason = serializers.CharField(allow_null=True, help_text="why it is undetermined (an id such as not_separated)")
+    subject = serializers.ListField(child=serializers.CharField(), help_text="the services the question names")
+    withoutData = serializers.ListField(child=serializers.CharField(),
+                                        help_text="the services asked about that returned no telemetry")
+
+
 class StructuredDiagnosisOutput(serializers.Serializer):
     rootCause = RootCauseOutput(allow_null=True)
     nothingWrong = serializers.BooleanField(help_text="the evidence shows no problem (never while a cited record is "
@@ -47,6 +78,13 @@ class StructuredDiagnosisOutput(serializers.Serializer):
         help_text="a problem whose cause this run could not establish; never healthy and never PASS")
     symptoms = SymptomOutput(many=True)
     coverage = CoverageOutput(required=False, help_text="alert analyses (AI_OPS) only: alerts analysed out of received")
+    candidates = CandidateOutput(many=True, required=False, help_text=(
+        "a hint, not evidence: the localiser's ranking (top 5) over this run's recorded tool outputs, whatever "
+        "model answered; absent on runs recorded before it was kept"))
+    localisation = LocalisationOutput(required=False, help_text="the localiser's outcome over the same outputs")
+    agreement = serializers.ChoiceField(AGREEMENTS, required=False, help_text=(
+        "whether rootCause.service is the ranking's top root (the first candidate nothing explains): "
+        "no_root_cause when the diagnosis names none, no_ranking when the localiser found no candidate"))
 
 
 class AdviceOutput(serializers.Serializer):

@@ -8,7 +8,7 @@ alert analysis, replay) receives a `RunContext` and ends the run through `run_fi
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Callable
 
 from django.conf import settings
@@ -18,6 +18,8 @@ from diagnosis.agents.catalog import catalog_version
 from diagnosis.agents.runtime import AgentContext, RunBudget
 from diagnosis.contracts import RunCounts, RunResult
 from diagnosis.models import DiagnosisRun
+from diagnosis.ranking_view import ranking_view
+from diagnosis.redaction import redact_value
 from diagnosis.services.lifecycle import RunTransitionError, run_fail, run_heartbeat, run_succeed
 from diagnosis.services.observer import DbRunObserver, RunLease
 from diagnosis.tools.registry import ToolBox
@@ -80,6 +82,23 @@ def run_finish_succeeded(run: DiagnosisRun, publish, *, result: RunResult, statu
         return run_succeed(run_id=run.run_id, result=result, counts=counts, token=lease.token if lease else None)
 
 
+def run_result_ranked(result: RunResult, *, question: str, outcomes) -> RunResult:
+    """The result with the localiser's view of the run's recorded tool outputs kept in its diagnosis
+    (``candidates``, ``localisation``, ``agreement``: diagnosis.ranking_view), whatever model answered.
+    A run with no structured diagnosis (a SIMPLE answer) keeps none. The view is a hint: a fault in it
+    is logged and leaves the diagnosis as derived (no ranking recorded), never fails the run."""
+    if not isinstance(result.diagnosis, dict):
+        return result
+    root = result.diagnosis.get("rootCause")
+    try:
+        view = ranking_view([o.to_dict() for o in outcomes], question=question,
+                            root_service=root.get("service") if isinstance(root, dict) else None)
+    except Exception:  # noqa: BLE001 - a hint never costs the run its answer
+        logger.exception("the localiser's view of a run could not be computed")
+        return result
+    return replace(result, diagnosis={**result.diagnosis, **redact_value(view)})
+
+
 def run_keep_alive(run: DiagnosisRun, publish) -> None:
     """Between graph steps: the observer stops a run whose lease is lost (its ticker renews a held one;
     every grouped commit is fenced); without an observer, a plain heartbeat."""
@@ -117,6 +136,8 @@ class RunContext:
                                  counts=self.counts())
 
     def succeed(self, result: RunResult) -> DiagnosisRun:
-        """SUCCESS; the status event carries `degraded` and the served verdict."""
+        """SUCCESS with the localiser's view kept in the diagnosis; the status event carries `degraded` and
+        the served verdict."""
+        result = run_result_ranked(result, question=self.run.question, outcomes=self.tools.outcomes if self.tools else ())
         return run_finish_succeeded(self.run, self.publish, result=result, counts=self.counts(), status_event={
             "degraded": result.degraded, "verdict": str(result.effective_verdict) if result.effective_verdict else None})

@@ -44,8 +44,65 @@ def test_the_schema_describes_the_structured_diagnosis():
     run = schema["RunOutput"]["properties"]
     assert "diagnosis" in run
     structured = schema["StructuredDiagnosisOutput"]["properties"]
-    assert set(structured) == {"rootCause", "nothingWrong", "undetermined", "symptoms", "coverage"}
+    assert set(structured) == {"rootCause", "nothingWrong", "undetermined", "symptoms", "coverage", "candidates",
+                               "localisation", "agreement"}
     assert set(schema["RootCauseOutput"]["properties"]) == {"service", "cause", "summary", "startedAt", "claimIds", "basis"}
+    assert set(schema["CandidateOutput"]["properties"]) == {"rank", "service", "kind", "onset", "strength", "explainedBy",
+                                                            "explains", "evidence"}
+    assert set(schema["CandidateEvidenceOutput"]["properties"]) == {"invocationId", "tool", "rawPath"}
+    assert set(schema["LocalisationOutput"]["properties"]) == {"outcome", "reason", "subject", "withoutData"}
+    agreement = schema[structured["agreement"]["allOf"][0]["$ref"].rsplit("/", 1)[1]]
+    assert set(agreement["enum"]) == {"agrees", "differs", "no_root_cause", "no_ranking"}
+
+
+# --------------------------------------------------------------------------- the localiser's ranking, a hint
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_offline_run_keeps_the_ranking_and_whether_its_diagnosis_agreed(alice_api, demo_knowledge):
+    body = alice_api.post("/api/chat", {"question": "Why is payment-service failing?"}, format="json").json()
+    diagnosis = body["diagnosis"]
+    assert diagnosis["candidates"][0]["service"] == "payment-service" == diagnosis["rootCause"]["service"]
+    assert diagnosis["agreement"] == "agrees"
+    assert diagnosis["localisation"]["subject"] == ["payment-service"]
+    assert diagnosis["localisation"]["outcome"] in ("root_cause", "undetermined", "nothing_wrong", "no_data")
+    run = DiagnosisRun.objects.get(run_id=body["runId"])
+    recorded = {i.invocation_id: i.tool_name for i in run.tool_invocations.all()}
+    evidence = [e for c in diagnosis["candidates"] for e in c["evidence"]]
+    assert evidence and all(recorded[e["invocationId"]] == e["tool"] for e in evidence)  # records of this run
+    assert run.diagnosis["candidates"] == diagnosis["candidates"]  # stored with the run, served as stored
+    assert alice_api.get(body["links"]["trace"]).json()["run"]["diagnosis"]["agreement"] == "agrees"
+
+
+@pytest.mark.django_db
+def test_a_real_model_run_keeps_the_ranking_too(openai_llm, make_run, demo_knowledge):
+    run = _lying_run(openai_llm, make_run, statement="payment-service ran out of database connections.",
+                     choice={"outcome": "root_cause", "cause": "resource.pool"})
+    assert run.model_name != "offline"
+    assert run.diagnosis["rootCause"]["service"] == "payment-service"
+    assert run.diagnosis["localisation"]["subject"] == ["payment-service"]
+    top = run.diagnosis["candidates"][0]["service"] if run.diagnosis["candidates"] else None
+    assert run.diagnosis["agreement"] == ("no_ranking" if top is None else "agrees" if top == "payment-service" else "differs")
+
+
+@pytest.mark.django_db
+def test_a_simple_answer_keeps_no_ranking_and_a_localiser_fault_never_fails_the_run(monkeypatch):
+    from diagnosis.contracts import RunResult
+    from diagnosis.services import run_context
+    from diagnosis.tools.registry import ToolOutcome
+
+    outcome = ToolOutcome("inv-0000000a", "query_logs", {"service": "a-svc"}, "SUCCESS", {"records": []})
+    simple = RunResult(answer="x")
+    assert run_context.run_result_ranked(simple, question="q", outcomes=[outcome]) is simple
+    derived = RunResult(answer="x", diagnosis={"rootCause": None, "symptoms": []})
+    ranked = run_context.run_result_ranked(derived, question="Is a-svc up?", outcomes=[outcome])
+    assert ranked.diagnosis["agreement"] == "no_root_cause" and ranked.diagnosis["candidates"] == []
+
+    def broken(*args, **kwargs):
+        raise ValueError("a localiser bug")
+
+    monkeypatch.setattr(run_context, "ranking_view", broken)
+    assert run_context.run_result_ranked(derived, question="q", outcomes=[outcome]).diagnosis == derived.diagnosis
 
 
 # --------------------------------------------------------------------------- a lying composer cannot shape it

@@ -322,3 +322,26 @@ def run_with_steps(count: int, *, owner=None) -> DiagnosisRun:
     })
     run.refresh_from_db()
     return run
+
+
+def ranked(run: DiagnosisRun, *, agreement: str = "differs") -> DiagnosisRun:
+    """`run` with a structured diagnosis holding the localiser's ranking (the stored shape of
+    diagnosis.ranking_view): the database its log names first, the asked service explained by it."""
+    logs = run.tool_invocations.get(tool_name="query_logs")
+    cite = lambda path: {"invocationId": logs.invocation_id, "tool": "query_logs", "rawPath": path}  # noqa: E731
+    run.diagnosis = {
+        "rootCause": {"service": "payment-service", "cause": "resource.pool", "summary": "The pool is exhausted.",
+                      "startedAt": "2026-11-29T10:02:11Z", "claimIds": ["c1"], "basis": "observed"},
+        "nothingWrong": False, "undetermined": False, "symptoms": [],
+        "candidates": [
+            {"rank": 1, "service": "ledger-db", "kind": "dependency.database", "onset": 1795946531.0, "strength": 0.9,
+             "explainedBy": None, "explains": ["payment-service"], "evidence": [cite("$.records[3].message")]},
+            {"rank": 2, "service": "payment-service", "kind": "resource.pool", "onset": 1795946533.0, "strength": 1.4,
+             "explainedBy": "ledger-db", "explains": [], "evidence": [cite("$.records[0].message"),
+                                                                      cite("$.records[1].message")]},
+        ],
+        "localisation": {"outcome": "root_cause", "reason": None, "subject": ["payment-service"], "withoutData": []},
+        "agreement": agreement,
+    }
+    DiagnosisRun.objects.filter(pk=run.pk).update(diagnosis=run.diagnosis)
+    return run

@@ -11,7 +11,7 @@ import pytest
 
 from diagnosis.models import CaseLibraryEntry
 from tests.console.conftest import roles_create, support_staff_create
-from tests.console.scenarios import evidence_retry_run, fallback_run, happy_run
+from tests.console.scenarios import evidence_retry_run, fallback_run, happy_run, ranked
 from tests.console.test_browser import CHROMIUM_ARGS, SCREENSHOTS, _log_in, require_chromium
 from tests.factories import DiagnosisRunFactory, UserFactory
 
@@ -26,7 +26,7 @@ def console(transactional_db):
     roles_create()
     support_staff_create("sam")
     owner = UserFactory(username="oncall-bot")
-    happy = happy_run(owner=owner)
+    happy = ranked(happy_run(owner=owner))  # with the ranking section
     retried = evidence_retry_run(owner=owner)
     fallback_run(owner=owner)
     DiagnosisRunFactory(session__owner=owner, agent_flow="AI_OPS", status="SUCCESS", effective_verdict="LOW_CONFID",

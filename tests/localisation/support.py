@@ -59,3 +59,16 @@ def flat(level: float, n: int = 60, wiggle: float = 0.02) -> list[float]:
 def stepped(level: float, to: float, at: int, n: int = 60, wiggle: float = 0.02) -> list[float]:
     """Flat at ``level`` with noise, then at index ``at`` onwards at ``to``."""
     return [v if i < at else to * (1 + wiggle * ((i * 3) % 5 - 2) / 2) for i, v in enumerate(flat(level, n, wiggle))]
+
+
+def caller_and_database() -> Results:
+    """fobrel-api saturates at minute 44 after its database quastor-db, which its errors name, at 42."""
+    results = Results()
+    results.metric({"__name__": "http_server_request_duration_seconds", "service": "fobrel-api"}, stepped(0.08, 2.5, 44))
+    results.metric({"__name__": "db_client_connections_pending", "service": "fobrel-api"}, stepped(1, 40, 44))
+    results.metric({"__name__": "pg_stat_activity_max_tx_duration", "service": "quastor-db"}, stepped(0.5, 30, 42))
+    results.logs("fobrel-api", [(-3000 + i * 120, "", f"GET /v1/items 200 in {40 + i} ms") for i in range(20)]
+                 + [(-(60 - 44) * 60 + 30 + i * 50, "ERROR",
+                     f"query failed: timeout acquiring connection to postgres://quastor-db:5432/items after {i + 30}s")
+                    for i in range(8)])
+    return results

@@ -25,6 +25,8 @@ FINDINGS = [
               affected="storefront-gateway, order-api", trigger='Deployed order-api v2.1 ("canary")'),
     RootCause("report-worker", "last_error", "the last error logged before the failure (no known failure pattern matched)",
               error='unexpected token "}" in footer.tpl. Line 3', affected="report-api"),
+    RootCause("orders.db", "dependency.database", "database failure or slowness", affected="web-gw",
+              trigger="migration 12 applied", asked="web-gw", path="web-gw → order-api → orders.db"),
     NothingWrong("catalog-service, media-service"),
     MetricMove("pg_locks_waiting", "pricing-db", "up", "rose from baseline 0 to 14, starting 2026-11-30T10:35:00Z."),
     MetricMove("deploy_revision", "carrier-rates", "changed", "from 41 to 42 at 2026-11-30T10:35:00Z."),

@@ -134,9 +134,15 @@ def test_the_schema_enumerates_the_reader_facing_fields():
     assert {"RunOutput.answer", "RunOutput.suggestions[]", "RunOutput.diagnosis.rootCause.service",
             "RunOutput.diagnosis.rootCause.summary", "RunOutput.diagnosis.symptoms[].summary",
             "RunOutput.advice[].text", "TraceOutput.run.diagnosis.rootCause.cause",
-            "TraceOutput.toolInvocations[].toolName", "RunListOutput.results[].answer"} <= fields
+            "TraceOutput.toolInvocations[].toolName", "RunListOutput.results[].answer",
+            # The localiser's ranking: service names from tool output, held to "verified" like rootCause.service.
+            "RunOutput.diagnosis.candidates[].service", "RunOutput.diagnosis.candidates[].explainedBy",
+            "RunOutput.diagnosis.candidates[].explains[]", "RunOutput.diagnosis.candidates[].evidence[].rawPath",
+            "RunOutput.diagnosis.localisation.subject[]", "RunOutput.diagnosis.agreement",
+            "TraceOutput.run.diagnosis.candidates[].kind"} <= fields
     assert contract_of("RunOutput.diagnosis.rootCause.service") == "verified"
     assert contract_of("RunOutput.diagnosis.candidates[].service") == "verified"  # a field added later: strictest
+    assert contract_of("TraceOutput.run.diagnosis.localisation.withoutData[]") == "verified"
 
 
 def _responses(run) -> list[tuple[str, object]]:
@@ -241,6 +247,7 @@ def test_tool_fields_stay_inert_in_every_field_and_page(openai_llm, demo_knowled
     assert run.status == "SUCCESS" and TOOL_TOKEN in run.answer  # the control: the quoted excerpt is served
     assert active_markup(PERMISSIVE.render(run.answer)) == []
     assert run.diagnosis["rootCause"]["service"] is None  # a label that is no service name is never one
+    assert "candidates" in run.diagnosis and TOOL_TOKEN not in json.dumps(run.diagnosis["candidates"])  # nor a candidate
     for name, body in _responses(run):
         for path in _token_paths(body, name):
             contract = contract_of(path)

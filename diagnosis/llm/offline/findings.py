@@ -45,9 +45,12 @@ class RootCause(Finding):
     affected: str = ""  # comma-separated services it explains
     trigger: str = ""  # the change it began after (quoted)
     error: str = ""  # the last error named by the fallback (quoted)
+    asked: str = ""  # the service asked about, when the root is another one it depends on
+    path: str = ""  # the dependency chain from the asked service to the root ("a → b → root")
 
     PATTERN = re.compile(r"^Root cause \((?P<cause>[a-z_.]+)\): (?P<service>\S+) — (?P<label>.+?)"
                          r"(?:: \"(?P<error>.*?)\")?\.(?: Affected: (?P<affected>[^.]+)\.)?"
+                         r"(?: (?P<asked>\S+) is affected because of \S+, through (?P<path>\S+(?: → \S+)+)\.)?"
                          r"(?: It began after: \"(?P<trigger>.*)\"\.)?$", re.S)
 
     def statement(self) -> str:
@@ -55,6 +58,8 @@ class RootCause(Finding):
         text += f": \"{self.error}\"." if self.error else "."
         if self.affected:
             text += f" Affected: {self.affected}."
+        if self.asked and self.path:
+            text += f" {self.asked} is affected because of {self.service}, through {self.path}."
         if self.trigger:
             text += f" It began after: \"{self.trigger}\"."
         return text

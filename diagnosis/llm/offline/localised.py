@@ -75,19 +75,24 @@ def root_claim(loc: Localisation) -> tuple[RootCause, list[dict[str, str]]]:
     the asked service that names it (the path), then the change it began after."""
     top = loc.top()
     assert top is not None and loc.root is not None
-    refs: list[Ref] = []
+    own: list[Ref] = []
     for signal in top.evidence():
-        refs += signal.refs
-    for edge in loc.path:
-        refs += edge.refs[:1]
+        own += signal.refs
     changes = loc.changes_before()
-    refs += [r for c in changes[-1:] for r in c.refs]
-    bindings = [b for b in (binding(r) for r in dict.fromkeys(refs)) if b][:MAX_ROOT_BINDINGS]
+    # The records of the path and of the change keep their places: the statement names them.
+    kept = [r for edge in loc.path for r in edge.refs[:1]] + [r for c in changes[-1:] for r in c.refs]
+    kept_bindings = [b for b in (binding(r) for r in dict.fromkeys(kept)) if b][:MAX_ROOT_BINDINGS // 2]
+    own_bindings = [b for b in (binding(r) for r in dict.fromkeys(own) if r not in kept) if b]
+    bindings = own_bindings[:MAX_ROOT_BINDINGS - len(kept_bindings)] + kept_bindings
     quoted = next((s.refs[0].excerpt for s in top.evidence() if s.source in ("log", "kube") and s.refs), "")
     affected = [s for s in loc.subject if s != loc.root]
     trigger = _short(changes[-1].refs[0].excerpt, 140) if changes else ""
+    # Question focus: the asked service is affected because of the root, through the edges that link them
+    # (their records are cited above).
+    asked = loc.path[0].caller if loc.path else ""
+    chain = " → ".join([asked, *(e.callee for e in loc.path)]) if loc.path else ""
     finding = RootCause(loc.root, loc.kind or "unclassified", kind_label(loc.kind), ", ".join(affected), trigger,
-                        _short(" ".join(quoted.split()), 160))
+                        _short(" ".join(quoted.split()), 160), asked=asked, path=chain)
     return finding, bindings
 
 
