@@ -9,10 +9,12 @@ of it, so that anything the localiser concludes can be cited from the raw record
 from __future__ import annotations
 
 import json
+import math
 import re
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Any, Iterable, Mapping
+from collections.abc import Iterable, Mapping  # the ABC itself: ``typing.Mapping`` checks cost 5x as much
+from typing import Any
 
 from diagnosis.localisation.levels import level_of
 
@@ -240,17 +242,21 @@ def _window(result: Mapping[str, Any]) -> tuple[float | None, float | None]:
 
 def _read_logs(evidence: Evidence, inv: str, result: Mapping[str, Any]) -> int:
     count = 0
+    append = evidence.logs.append
     for i, record in enumerate(result.get("records") or []):
-        if not isinstance(record, Mapping):
+        if type(record) is not dict and not isinstance(record, Mapping):
             continue
-        message = str(record.get("message") or "")
+        message = record.get("message")
+        if type(message) is not str:
+            message = str(message or "")
         ts = parse_time(record.get("timestamp"))
-        service = str(record.get("service") or "")
         if ts is None or not message:
             continue
-        path = f"$.records[{i}].message"
-        evidence.logs.append(LogRecord(Ref(inv, "query_logs", path, message), ts, service,
-                                       level_of(record.get("level"), message), message))
+        service = record.get("service")
+        if type(service) is not str:
+            service = str(service or "")
+        append(LogRecord(Ref(inv, "query_logs", f"$.records[{i}].message", message), ts, service,
+                         level_of(record.get("level"), message), message))
         count += 1
     stamps = [r.ts for r in evidence.logs[len(evidence.logs) - count:]]
     low, high = _window(result)
@@ -266,16 +272,19 @@ def _read_logs(evidence: Evidence, inv: str, result: Mapping[str, Any]) -> int:
 def _read_metrics(evidence: Evidence, inv: str, result: Mapping[str, Any]) -> int:
     count = 0
     for i, series in enumerate(result.get("series") or []):
-        if not isinstance(series, Mapping):
+        if type(series) is not dict and not isinstance(series, Mapping):
             continue
         labels = series.get("labels") or series.get("metric") or {}
-        if not isinstance(labels, Mapping):
+        if type(labels) is not dict and not isinstance(labels, Mapping):
             continue
         points = series.get("values") or []
         try:  # the wire shape: [[unix_seconds, "value"], ...]
-            times = [float(t) for t, _ in points]
-            values = [float(v) for _, v in points]
-            if any(v != v or v in _INFINITE for v in values):
+            times, values = [], []
+            add_time, add_value = times.append, values.append
+            for t, v in points:
+                add_time(float(t))
+                add_value(float(v))
+            if not all(map(math.isfinite, values)):
                 raise ValueError("not finite")
         except (TypeError, ValueError):
             times, values = [], []

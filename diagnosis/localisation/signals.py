@@ -8,6 +8,7 @@ changes are context (an alert does not name a cause; a change is never the cause
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from collections import defaultdict
@@ -53,7 +54,11 @@ _STATUS_LABELS = ("code", "status", "status_code", "response_code", "http_status
 
 def metric_kind(name: str, labels: dict[str, str]) -> str:
     """The kind of a series by Prometheus and OpenTelemetry naming conventions."""
-    status = next((labels[k] for k in _STATUS_LABELS if labels.get(k)), "")
+    return _metric_kind(name, next((labels[k] for k in _STATUS_LABELS if labels.get(k)), ""))
+
+
+@functools.lru_cache(maxsize=4096)
+def _metric_kind(name: str, status: str) -> str:
     if re.match(r"5\d\d$|5xx$", status, re.I) or status.upper() in ("SERVER_ERROR", "UNAVAILABLE", "INTERNAL",
                                                                      "DEADLINE_EXCEEDED"):
         return "errors"
@@ -88,14 +93,15 @@ def _derived(evidence: Evidence) -> list[tuple[MetricSeries, str, list[float], l
     their mean (rate of ``_sum`` over rate of ``_count``); buckets are read through their histogram."""
     out = []
     by_key: dict[tuple, MetricSeries] = {}
+    rests = []
     for s in evidence.series:
-        key = (s.name, tuple(sorted((k, v) for k, v in s.labels.items() if k != "__name__")))
-        by_key[key] = s
-    for s in evidence.series:
+        rest = tuple(sorted((k, v) for k, v in s.labels.items() if k != "__name__"))
+        rests.append(rest)
+        by_key[(s.name, rest)] = s
+    for s, rest in zip(evidence.series, rests):
         name = s.name
         if name.endswith("_bucket"):
             continue
-        rest = tuple(sorted((k, v) for k, v in s.labels.items() if k != "__name__"))
         if name.endswith("_sum"):
             count = by_key.get((name[:-4] + "_count", rest))
             if count is not None:
@@ -114,23 +120,39 @@ def _derived(evidence: Evidence) -> list[tuple[MetricSeries, str, list[float], l
     return out
 
 
+def _within_relative(values: list[float]) -> bool:
+    """Whether every point lies so close to every other, relative to their size, that a shift between two
+    of their medians is under ``MIN_RELATIVE`` of its baseline (both medians lie between the lowest and
+    the highest point). The margin keeps rounding on the safe side."""
+    if not values:
+        return False
+    low, high = min(values), max(values)
+    floor = low if low > 0 else -high if high < 0 else 0.0
+    return high - low < 0.95 * MIN_RELATIVE * floor
+
+
 def metric_signals(evidence: Evidence) -> list[Signal]:
     signals = []
     end = evidence.window[1] if evidence.window else None
+    services: set[str] | None = None
     for series, name, times, values in _derived(evidence):
         entity = service_of(series.labels)
         if not entity:
             node = node_of(series.labels)
-            entity = node if node in evidence.services() else f"node:{node}" if node else ""
+            if services is None:
+                services = evidence.services()
+            entity = node if node in services else f"node:{node}" if node else ""
         if not entity:
             continue
         kind = metric_kind(name, series.labels)
-        moved = shift(times, values)
         if end is not None and times and end - times[-1] > 600 and len(times) >= 8:
             # A series that stopped: the process or its exporter went away.
             signals.append(Signal(entity, "metric", "stopped", times[-1], 0.4, [series.ref], name,
                                   detail={"name": name}))
             continue
+        if _within_relative(values):
+            continue  # it never moved MIN_RELATIVE from any level it had: no shift of it can count
+        moved = shift(times, values)
         if moved is None or not moved.sustained or moved.score < MIN_SCORE or moved.relative < MIN_RELATIVE:
             continue
         bad = bad_direction(name, kind)
