@@ -279,11 +279,10 @@ def _read_metrics(evidence: Evidence, inv: str, result: Mapping[str, Any]) -> in
             continue
         points = series.get("values") or []
         try:  # the wire shape: [[unix_seconds, "value"], ...]
-            times, values = [], []
-            add_time, add_value = times.append, values.append
-            for t, v in points:
-                add_time(float(t))
-                add_value(float(v))
+            columns = list(zip(*points))
+            if len(columns) != 2 or sum(map(len, points)) != 2 * len(points):
+                raise ValueError("not pairs")  # every point must be [t, v]
+            times, values = list(map(float, columns[0])), list(map(float, columns[1]))
             if not all(map(math.isfinite, values)):
                 raise ValueError("not finite")
         except (TypeError, ValueError):

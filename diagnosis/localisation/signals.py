@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import math
+import operator
 import re
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -208,6 +209,13 @@ def _rate_change(times: list[float], low: float, high: float) -> tuple[float, fl
     return best
 
 
+_TS = operator.attrgetter("ts")
+
+
+def _RANK_OF(level: str) -> int:
+    return RANK.get(level, 1)
+
+
 def log_signals(evidence: Evidence, templates: dict[tuple[str, int], Template]) -> list[Signal]:
     signals = []
     for (service, _tid), template in templates.items():
@@ -216,8 +224,9 @@ def log_signals(evidence: Evidence, templates: dict[tuple[str, int], Template]) 
             continue
         low, high = window
         records = template.records
-        times = sorted(r.ts for r in records)
-        worst = max(records, key=lambda r: RANK.get(r.level, 1)).level
+        ordered = sorted(records, key=_TS)
+        times = [r.ts for r in ordered]
+        worst = max({r.level for r in records}, key=_RANK_OF)
         if at_least(worst, "WARN"):
             change = _rate_change(times, low, high)
             ongoing = times[-1] >= high - max(600.0, 0.5 * (high - (change[1] if change else high)))
@@ -225,7 +234,7 @@ def log_signals(evidence: Evidence, templates: dict[tuple[str, int], Template]) 
             new_error = change is not None and change[2] == 0 and change[3] >= 2 and at_least(worst, "ERROR")
             if change and (change[0] >= LOG_LLR or new_error) and ongoing and (change[3] >= 2 or worst == "FATAL"):
                 llr, at, before, after = change
-                first = next(r for r in sorted(records, key=lambda r: r.ts) if r.ts >= at)
+                first = next(r for r in ordered if r.ts >= at)
                 if worst == "WARN":  # warnings alone never make a root: they only add to other signals
                     strength = min(0.4, 0.25 + 0.03 * math.log2(1 + llr))
                 else:
@@ -234,16 +243,16 @@ def log_signals(evidence: Evidence, templates: dict[tuple[str, int], Template]) 
                                       detail={"level": worst, "before": before, "after": after, "new": before == 0,
                                               "template": template, "first": first}))
         if len(records) <= 3 and times[0] - low >= MIN_BASELINE_S and CHANGE_LINE.search(template.text):
-            first = min(records, key=lambda r: r.ts)
+            first = ordered[0]
             signals.append(Signal(service, "change", "log", first.ts, 0.0, [first.ref], template.text, fault=False,
                                   detail={"what": first.message}))
-        durations = [(r.ts, _duration_ms(r.message)) for r in sorted(records, key=lambda r: r.ts)]
+        durations = [(r.ts, _duration_ms(r.message)) for r in ordered] if len(records) >= 10 else []
         durations = [(t, v) for t, v in durations if v is not None]
         if len(durations) >= 10:
             moved = shift([t for t, _ in durations], [v for _, v in durations])
             if moved and moved.sustained and moved.direction > 0 and moved.score >= MIN_SCORE and moved.relative >= 1.0:
                 at = moved.onset
-                first = next(r for r in sorted(records, key=lambda r: r.ts) if r.ts >= at)
+                first = next(r for r in ordered if r.ts >= at)
                 signals.append(Signal(service, "log", "latency", at, 0.55, [first.ref], template.text,
                                       detail={"shift": moved, "template": template, "first": first}))
     return signals

@@ -86,12 +86,8 @@ class Masker:
     def __init__(self) -> None:
         self._shapes: dict[str, tuple[str, tuple[int, ...]]] = {}
 
-    def __call__(self, message: str) -> str:
-        shape = message.translate(_ZEROED)
-        plan = self._shapes.get(shape)
-        if plan is None:
-            plan = self._shapes[shape] = _plan(shape)
-        text, kept = plan
+    def __call__(self, message: str, shape: str | None = None) -> str:
+        text, kept = self.plan(message.translate(_ZEROED) if shape is None else shape)
         if not kept:
             return text
         digits = _DIGIT.findall(message)
@@ -101,6 +97,13 @@ class Masker:
             out.append(digits[index])
             out.append(part)
         return "".join(out)
+
+    def plan(self, shape: str) -> tuple[str, tuple[int, ...]]:
+        """The masking of a zeroed line, and which of its digits it keeps (none: the masking is the line's)."""
+        plan = self._shapes.get(shape)
+        if plan is None:
+            plan = self._shapes[shape] = _plan(shape)
+        return plan
 
 
 def _plan(shape: str) -> tuple[str, tuple[int, ...]]:
@@ -131,8 +134,14 @@ def mine(records: list[LogRecord]) -> dict[tuple[str, int], Template]:
     seen: dict[tuple[str, str], Template] = {}
     templates: dict[tuple[str, int], Template] = {}
     masker = Masker()
+    by_shape: dict[tuple[str, str, str], Template] = {}  # lines whose masking keeps none of their digits
     for record in sorted(records, key=lambda r: r.ts):
-        text = f"{record.level} {masker(record.message)}"
+        shape = record.message.translate(_ZEROED)
+        template = by_shape.get((record.service, record.level, shape))
+        if template is not None:
+            template.records.append(record)
+            continue
+        text = f"{record.level} {masker(record.message, shape)}"
         template = seen.get((record.service, text))
         if template is None:
             miner = miners.get(record.service)
@@ -143,6 +152,8 @@ def mine(records: list[LogRecord]) -> dict[tuple[str, int], Template]:
             if template is None:
                 template = templates[key] = Template(record.service, record.level, "")
             seen[(record.service, text)] = template
+        if not masker.plan(shape)[1]:
+            by_shape[(record.service, record.level, shape)] = template
         template.records.append(record)
     clusters = {service: {c.cluster_id: c for c in miner.drain.clusters} for service, miner in miners.items()}
     for (service, cluster_id), template in templates.items():
