@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from diagnosis.localisation.deviation import Shift, rates, ratio, shift
 from diagnosis.localisation.levels import RANK, at_least
 from diagnosis.localisation.records import Evidence, LogRecord, MetricSeries, Ref, node_of, service_of
-from diagnosis.localisation.templates import Template, mine
+from diagnosis.localisation.templates import Template, mine, zeroed
 
 MIN_SCORE = 6.0  # robust deviations for a metric shift to count
 MIN_RELATIVE = 0.2  # and at least this far from its baseline, relatively
@@ -218,6 +218,7 @@ def _RANK_OF(level: str) -> int:
 
 def log_signals(evidence: Evidence, templates: dict[tuple[str, int], Template]) -> list[Signal]:
     signals = []
+    spans: dict[str, tuple[int, int, str] | None] = {}  # where a digit shape states a duration
     for (service, _tid), template in templates.items():
         window = evidence.log_windows.get(service)
         if window is None:
@@ -246,7 +247,7 @@ def log_signals(evidence: Evidence, templates: dict[tuple[str, int], Template]) 
             first = ordered[0]
             signals.append(Signal(service, "change", "log", first.ts, 0.0, [first.ref], template.text, fault=False,
                                   detail={"what": first.message}))
-        durations = [(r.ts, _duration_ms(r.message)) for r in ordered] if len(records) >= 10 else []
+        durations = [(r.ts, _duration_ms(r.message, spans)) for r in ordered] if len(records) >= 10 else []
         durations = [(t, v) for t, v in durations if v is not None]
         if len(durations) >= 10:
             moved = shift([t for t, _ in durations], [v for _, v in durations])
@@ -258,12 +259,22 @@ def log_signals(evidence: Evidence, templates: dict[tuple[str, int], Template]) 
     return signals
 
 
-def _duration_ms(message: str) -> float | None:
-    match = _DURATION.search(message)
-    if not match:
+def _duration_ms(message: str, spans: dict[str, tuple[int, int, str] | None]) -> float | None:
+    """The first duration a line states, in ms. ``_DURATION`` treats all ASCII digits alike, so it matches
+    a line where it matches the line's digit shape (``zeroed``): found once per shape in ``spans``."""
+    shape = zeroed(message)
+    if shape in spans:
+        span = spans[shape]
+    else:
+        match = _DURATION.search(shape)
+        span = spans[shape] = (match.start(1), match.end(1), match.group(2).lower()) if match else None
+    if span is None:
         return None
-    value, unit = float(match.group(1)), match.group(2).lower()
-    return value * {"s": 1000, "sec": 1000, "seconds": 1000, "µs": 0.001, "us": 0.001}.get(unit, 1)
+    value, unit = float(message[span[0]:span[1]]), span[2]
+    return value * _TO_MS.get(unit, 1)
+
+
+_TO_MS = {"s": 1000, "sec": 1000, "seconds": 1000, "µs": 0.001, "us": 0.001}
 
 
 # --------------------------------------------------------------------------- Kubernetes, alerts, changes, traces

@@ -76,8 +76,14 @@ _NEEDS = ("://", ".", "-", None, None)  # what a line must contain for each mask
 # "0" are masked at the same places: masked(zeroed(line)) == zeroed(masked(line)). Lines that differ only
 # in their digits (ids, counts, durations, times) share one masking, and the digits a mask leaves (the
 # "1" of "/v1/") are put back from the line itself.
-_ZEROED = str.maketrans("0123456789", "0" * 10)
+# Every ASCII character mapped (a character missing from a translation table costs a failed lookup).
+_ZEROED = {code: ord("0") if chr(code).isdigit() else code for code in range(128)}
 _DIGIT = re.compile(r"[0-9]")
+
+
+def zeroed(text: str) -> str:
+    """The text's digit shape: every ASCII digit turned into "0"."""
+    return text.translate(_ZEROED)
 
 
 class Masker:
@@ -87,7 +93,7 @@ class Masker:
         self._shapes: dict[str, tuple[str, tuple[int, ...]]] = {}
 
     def __call__(self, message: str, shape: str | None = None) -> str:
-        text, kept = self.plan(message.translate(_ZEROED) if shape is None else shape)
+        text, kept = self.plan(zeroed(message) if shape is None else shape)
         if not kept:
             return text
         digits = _DIGIT.findall(message)
@@ -136,7 +142,7 @@ def mine(records: list[LogRecord]) -> dict[tuple[str, int], Template]:
     masker = Masker()
     by_shape: dict[tuple[str, str, str], Template] = {}  # lines whose masking keeps none of their digits
     for record in sorted(records, key=lambda r: r.ts):
-        shape = record.message.translate(_ZEROED)
+        shape = zeroed(record.message)
         template = by_shape.get((record.service, record.level, shape))
         if template is not None:
             template.records.append(record)
