@@ -87,29 +87,37 @@ def zeroed(text: str) -> str:
 
 
 class Masker:
-    """``masked`` for many lines, each digit-shape masked once (a cache per run, not per process)."""
+    """``masked`` for many lines, each digit shape masked once (a cache per run, not per process)."""
 
     def __init__(self) -> None:
-        self._shapes: dict[str, tuple[str, tuple[int, ...]]] = {}
+        # shape -> its masking and the digits that survive it; None: seen once, and some survive
+        self._plans: dict[str, tuple[str, tuple[int, ...]] | None] = {}
 
-    def __call__(self, message: str, shape: str | None = None) -> str:
-        text, kept = self.plan(zeroed(message) if shape is None else shape)
+    def __call__(self, message: str, shape: str | None = None) -> tuple[str, bool]:
+        """The line masked, and whether every line of its digit shape masks the same (none of its digits
+        survive)."""
+        shape = zeroed(message) if shape is None else shape
+        plan = self._plans.get(shape, _UNSEEN)
+        if plan is _UNSEEN:  # the first line of its shape: masked as it is
+            text = masked(message)
+            same = _DIGIT.search(text) is None
+            self._plans[shape] = (text, ()) if same else None
+            return text, same
+        if plan is None:  # the second: worth finding which digits survive, for the lines to come
+            plan = self._plans[shape] = _plan(shape)
+        text, kept = plan
         if not kept:
-            return text
+            return text, True
         digits = _DIGIT.findall(message)
         parts = text.split("0")
         out = [parts[0]]
         for index, part in zip(kept, parts[1:]):
             out.append(digits[index])
             out.append(part)
-        return "".join(out)
+        return "".join(out), False
 
-    def plan(self, shape: str) -> tuple[str, tuple[int, ...]]:
-        """The masking of a zeroed line, and which of its digits it keeps (none: the masking is the line's)."""
-        plan = self._shapes.get(shape)
-        if plan is None:
-            plan = self._shapes[shape] = _plan(shape)
-        return plan
+
+_UNSEEN = object()
 
 
 def _plan(shape: str) -> tuple[str, tuple[int, ...]]:
@@ -147,7 +155,8 @@ def mine(records: list[LogRecord]) -> dict[tuple[str, int], Template]:
         if template is not None:
             template.records.append(record)
             continue
-        text = f"{record.level} {masker(record.message, shape)}"
+        line, same = masker(record.message, shape)
+        text = f"{record.level} {line}"
         template = seen.get((record.service, text))
         if template is None:
             miner = miners.get(record.service)
@@ -158,7 +167,7 @@ def mine(records: list[LogRecord]) -> dict[tuple[str, int], Template]:
             if template is None:
                 template = templates[key] = Template(record.service, record.level, "")
             seen[(record.service, text)] = template
-        if not masker.plan(shape)[1]:
+        if same:
             by_shape[(record.service, record.level, shape)] = template
         template.records.append(record)
     clusters = {service: {c.cluster_id: c for c in miner.drain.clusters} for service, miner in miners.items()}
