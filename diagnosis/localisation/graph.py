@@ -149,10 +149,11 @@ def build_graph(evidence: Evidence) -> DependencyGraph:
     # A routine line with no ":" or "=" names no address (every address pattern needs one), so it only
     # counts towards its shape. A line that has one has it in its shape too, unless it comes after the
     # first 160 characters: only then can a line without one share its shape, and have to be counted.
-    counted = {r.service for r in evidence.logs if not at_least(r.level, "WARN") and _ADDRESSY(r.message)
-               and not _ADDRESSY(r.message[:160])}
-    for record in evidence.logs:
-        if not at_least(record.level, "WARN"):
+    routine_flags = [not at_least(r.level, "WARN") for r in evidence.logs]
+    counted = {r.service for r, routine_line in zip(evidence.logs, routine_flags)
+               if routine_line and _ADDRESSY(r.message) and not _ADDRESSY(r.message[:160])}
+    for record, routine_line in zip(evidence.logs, routine_flags):
+        if routine_line:
             if record.service not in counted and not _ADDRESSY(record.message):
                 continue
             # Routine lines still name what a service talks to, by address or connection string; a few

@@ -168,9 +168,12 @@ def node_of(labels: Mapping[str, str]) -> str:
 # --------------------------------------------------------------------------- times
 
 def parse_time(value: Any) -> float | None:
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return float(value)
-    if not isinstance(value, str) or not value:
+    if type(value) is not str:
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return float(value)
+        if not isinstance(value, str):
+            return None
+    if not value:
         return None
     text = value.strip().replace("Z", "+00:00")
     try:
