@@ -133,7 +133,7 @@ def addressed_in(message: str, evidence: Evidence, known: set[str]) -> tuple[lis
     return list(dict.fromkeys(found)), unresolved
 
 
-def _ADDRESSY(text: str) -> bool:
+def _may_name_address(text: str) -> bool:
     return ":" in text or "=" in text
 
 
@@ -151,10 +151,10 @@ def build_graph(evidence: Evidence) -> DependencyGraph:
     # first 160 characters: only then can a line without one share its shape, and have to be counted.
     routine_flags = [not at_least(r.level, "WARN") for r in evidence.logs]
     counted = {r.service for r, routine_line in zip(evidence.logs, routine_flags)
-               if routine_line and _ADDRESSY(r.message) and not _ADDRESSY(r.message[:160])}
+               if routine_line and _may_name_address(r.message) and not _may_name_address(r.message[:160])}
     for record, routine_line in zip(evidence.logs, routine_flags):
         if routine_line:
-            if record.service not in counted and not _ADDRESSY(record.message):
+            if record.service not in counted and not _may_name_address(record.message):
                 continue
             # Routine lines still name what a service talks to, by address or connection string; a few
             # lines of each shape tell it.

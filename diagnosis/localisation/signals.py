@@ -212,7 +212,7 @@ def _rate_change(times: list[float], low: float, high: float) -> tuple[float, fl
 _TS = operator.attrgetter("ts")
 
 
-def _RANK_OF(level: str) -> int:
+def _rank_of(level: str) -> int:
     return RANK.get(level, 1)
 
 
@@ -227,7 +227,7 @@ def log_signals(evidence: Evidence, templates: dict[tuple[str, int], Template]) 
         records = template.records
         ordered = sorted(records, key=_TS)
         times = [r.ts for r in ordered]
-        worst = max({r.level for r in records}, key=_RANK_OF)
+        worst = max({r.level for r in records}, key=_rank_of)
         if at_least(worst, "WARN"):
             change = _rate_change(times, low, high)
             ongoing = times[-1] >= high - max(600.0, 0.5 * (high - (change[1] if change else high)))
