@@ -175,6 +175,7 @@ CHANGE_LINE = re.compile(r"(?<![A-Za-z0-9_])(?:deploy(?:ed|ing)|roll(?:ed|ing)? 
                          r"released|upgraded|new (?:version|revision)|config(?:uration)? (?:reload(?:ed)?|changed?|"
                          r"updated?|applied|push)|applied|reloaded|flag|toggled?|enabled|disabled|migrat(?:ed|ion)|"
                          r"started \S+ v?\d)(?![A-Za-z0-9_])", re.I)
+# Found per digit shape (``_duration_ms``): the pattern must treat every ASCII digit alike.
 _DURATION = re.compile(r"(?<![\w.])(\d+(?:\.\d+)?)\s?(ms|msec|milliseconds|s|sec|seconds|µs|us)\b", re.I)
 
 

@@ -22,6 +22,8 @@ SIMILARITY = 0.5
 # A miner is started per service and run: its start-up notice is not news.
 logging.getLogger("drain3.template_miner").setLevel(logging.WARNING)
 
+# These patterns must treat every ASCII digit alike (``\d``, ``[0-9a-f]``, never ``[1-9]``): ``Masker``
+# masks a line by its digit shape. tests/localisation/test_shortcuts.py checks it.
 _TIMESTAMPS = re.compile(
     r"\d{4}[-/]\d{2}[-/]\d{2}[T ]\d{2}:\d{2}:\d{2}(?:[.,]\d+)?(?:Z|[+-]\d{2}:?\d{2}| UTC)?"
     r"|\d{2}/[A-Z][a-z]{2}/\d{4}:\d{2}:\d{2}:\d{2} [+-]\d{4}"
@@ -58,7 +60,7 @@ def _config() -> TemplateMinerConfig:
 
 def _stripped(message: str) -> str:
     head = message.split("\n", 1)[0]  # a stack trace is one record; its first line names it
-    if ":" in head:  # every timestamp shape has a colon
+    if ":" in head:  # every timestamp shape above has a colon (a shape without one must drop this check)
         head = _TIMESTAMPS.sub(" ", head)
     return head.strip()[:400]
 
@@ -72,7 +74,7 @@ def masked(message: str) -> str:
     return text
 
 
-_NEEDS = ("://", ".", "-", None, None)  # what a line must contain for each mask to match at all
+_NEEDS = ("://", ".", "-", None, None)  # what a line must contain for each of _MASKS to match at all
 # Every pattern above treats all ASCII digits alike, so a line and its copy with each digit turned into
 # "0" are masked at the same places: masked(zeroed(line)) == zeroed(masked(line)). Lines that differ only
 # in their digits (ids, counts, durations, times) share one masking, and the digits a mask leaves (the
