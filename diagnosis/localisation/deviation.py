@@ -16,7 +16,9 @@ the window: a spike that came and went is noise, not an incident in progress.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
+from itertools import accumulate
 from statistics import median
 
 MIN_BASELINE = 8  # points before the onset needed to know what normal is
@@ -53,10 +55,12 @@ def best_split(values: list[float]) -> int | None:
     n = len(values)
     if n < MIN_BASELINE + MIN_INCIDENT:
         return None
-    prefix = [0.0]
-    for v in values:
-        prefix.append(prefix[-1] + v)
+    prefix = list(accumulate(values, initial=0.0))
     total = prefix[-1]
+    if math.isfinite(total):  # then no gain is NaN, and the first largest is the one the loop below keeps
+        splits = range(MIN_BASELINE, n - MIN_INCIDENT + 1)
+        gains = [k * (n - k) / n * ((total - prefix[k]) / (n - k) - prefix[k] / k) ** 2 for k in splits]
+        return splits[max(range(len(gains)), key=gains.__getitem__)]
     best, best_gain = None, -1.0
     for k in range(MIN_BASELINE, n - MIN_INCIDENT + 1):
         before = prefix[k] / k
@@ -90,8 +94,8 @@ def shift(times: list[float], values: list[float]) -> Shift | None:
     still = (median(tail) - centre) * direction > BAND * scale
     sustained = share >= 0.7 and still or share >= 0.6 and len(beyond) >= 10
     peak = max(after) if direction > 0 else min(after)
-    return Shift(times[k], k, centre, median(after), peak, scale, abs(median(after) - centre) / scale, direction,
-                 sustained)
+    level = median(after)
+    return Shift(times[k], k, centre, level, peak, scale, abs(level - centre) / scale, direction, sustained)
 
 
 def rates(times: list[float], values: list[float]) -> tuple[list[float], list[float]]:

@@ -133,6 +133,10 @@ def addressed_in(message: str, evidence: Evidence, known: set[str]) -> tuple[lis
     return list(dict.fromkeys(found)), unresolved
 
 
+def _may_name_address(text: str) -> bool:
+    return ":" in text or "=" in text
+
+
 def build_graph(evidence: Evidence) -> DependencyGraph:
     graph = DependencyGraph()
     known = evidence.services() | set(evidence.queried)
@@ -142,8 +146,16 @@ def build_graph(evidence: Evidence) -> DependencyGraph:
             if labels.get(a) and labels.get(b):
                 graph.add(labels[a], labels[b], "metric", series.ref)
     routine: dict[tuple[str, str], int] = defaultdict(int)
-    for record in evidence.logs:
-        if not at_least(record.level, "WARN"):
+    # A routine line with no ":" or "=" names no address (every address pattern needs one), so it only
+    # counts towards its shape. A line that has one has it in its shape too, unless it comes after the
+    # first 160 characters: only then can a line without one share its shape, and have to be counted.
+    routine_flags = [not at_least(r.level, "WARN") for r in evidence.logs]
+    counted = {r.service for r, routine_line in zip(evidence.logs, routine_flags)
+               if routine_line and _may_name_address(r.message) and not _may_name_address(r.message[:160])}
+    for record, routine_line in zip(evidence.logs, routine_flags):
+        if routine_line:
+            if record.service not in counted and not _may_name_address(record.message):
+                continue
             # Routine lines still name what a service talks to, by address or connection string; a few
             # lines of each shape tell it.
             shape = (record.service, _DIGITS.sub("0", record.message[:160]))

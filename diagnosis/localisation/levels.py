@@ -39,6 +39,9 @@ def fold(level: Any) -> str | None:
 
 def level_of(field: Any, message: str) -> str:
     """The record's level: its own field when it is a known level, else read from the line."""
+    folded = _FOLD.get(field) if type(field) is str else None  # the common case, a level already folded
+    if folded is not None:
+        return folded
     folded = fold(field)
     if folded is not None:
         return folded

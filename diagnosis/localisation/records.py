@@ -9,10 +9,12 @@ of it, so that anything the localiser concludes can be cited from the raw record
 from __future__ import annotations
 
 import json
+import math
 import re
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Any, Iterable, Mapping
+from collections.abc import Iterable, Mapping  # the ABC itself: ``typing.Mapping`` checks cost 5x as much
+from typing import Any
 
 from diagnosis.localisation.levels import level_of
 
@@ -172,9 +174,12 @@ def node_of(labels: Mapping[str, str]) -> str:
 # --------------------------------------------------------------------------- times
 
 def parse_time(value: Any) -> float | None:
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return float(value)
-    if not isinstance(value, str) or not value:
+    if type(value) is not str:
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return float(value)
+        if not isinstance(value, str):
+            return None
+    if not value:
         return None
     text = value.strip().replace("Z", "+00:00")
     try:
@@ -246,17 +251,21 @@ def _window(result: Mapping[str, Any]) -> tuple[float | None, float | None]:
 
 def _read_logs(evidence: Evidence, inv: str, result: Mapping[str, Any]) -> int:
     count = 0
+    append = evidence.logs.append
     for i, record in enumerate(result.get("records") or []):
-        if not isinstance(record, Mapping):
+        if type(record) is not dict and not isinstance(record, Mapping):
             continue
-        message = str(record.get("message") or "")
+        message = record.get("message")
+        if type(message) is not str:
+            message = str(message or "")
         ts = parse_time(record.get("timestamp"))
-        service = str(record.get("service") or "")
         if ts is None or not message:
             continue
-        path = f"$.records[{i}].message"
-        evidence.logs.append(LogRecord(Ref(inv, "query_logs", path, message), ts, service,
-                                       level_of(record.get("level"), message), message))
+        service = record.get("service")
+        if type(service) is not str:
+            service = str(service or "")
+        append(LogRecord(Ref(inv, "query_logs", f"$.records[{i}].message", message), ts, service,
+                         level_of(record.get("level"), message), message))
         count += 1
     stamps = [r.ts for r in evidence.logs[len(evidence.logs) - count:]]
     low, high = _window(result)
@@ -272,16 +281,18 @@ def _read_logs(evidence: Evidence, inv: str, result: Mapping[str, Any]) -> int:
 def _read_metrics(evidence: Evidence, inv: str, result: Mapping[str, Any]) -> int:
     count = 0
     for i, series in enumerate(result.get("series") or []):
-        if not isinstance(series, Mapping):
+        if type(series) is not dict and not isinstance(series, Mapping):
             continue
         labels = series.get("labels") or series.get("metric") or {}
-        if not isinstance(labels, Mapping):
+        if type(labels) is not dict and not isinstance(labels, Mapping):
             continue
         points = series.get("values") or []
         try:  # the wire shape: [[unix_seconds, "value"], ...]
-            times = [float(t) for t, _ in points]
-            values = [float(v) for _, v in points]
-            if any(v != v or v in _INFINITE for v in values):
+            columns = list(zip(*points))
+            if len(columns) != 2 or sum(map(len, points)) != 2 * len(points):
+                raise ValueError("not pairs")  # every point must be [t, v]
+            times, values = list(map(float, columns[0])), list(map(float, columns[1]))
+            if not all(map(math.isfinite, values)):
                 raise ValueError("not finite")
         except (TypeError, ValueError):
             times, values = [], []

@@ -8,7 +8,9 @@ changes are context (an alert does not name a cause; a change is never the cause
 
 from __future__ import annotations
 
+import functools
 import math
+import operator
 import re
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -17,7 +19,7 @@ from typing import Mapping
 from diagnosis.localisation.deviation import Shift, rates, ratio, shift
 from diagnosis.localisation.levels import RANK, at_least
 from diagnosis.localisation.records import Evidence, LogRecord, MetricSeries, Ref, node_of, service_of, workload_of
-from diagnosis.localisation.templates import Template, mine
+from diagnosis.localisation.templates import Template, mine, zeroed
 
 MIN_SCORE = 6.0  # robust deviations for a metric shift to count
 MIN_RELATIVE = 0.2  # and at least this far from its baseline, relatively
@@ -54,7 +56,11 @@ _STATUS_LABELS = ("code", "status", "status_code", "response_code", "http_status
 
 def metric_kind(name: str, labels: dict[str, str]) -> str:
     """The kind of a series by Prometheus and OpenTelemetry naming conventions."""
-    status = next((labels[k] for k in _STATUS_LABELS if labels.get(k)), "")
+    return _metric_kind(name, next((labels[k] for k in _STATUS_LABELS if labels.get(k)), ""))
+
+
+@functools.lru_cache(maxsize=4096)
+def _metric_kind(name: str, status: str) -> str:
     if re.match(r"5\d\d$|5xx$", status, re.I) or status.upper() in ("SERVER_ERROR", "UNAVAILABLE", "INTERNAL",
                                                                      "DEADLINE_EXCEEDED"):
         return "errors"
@@ -89,14 +95,15 @@ def _derived(evidence: Evidence) -> list[tuple[MetricSeries, str, list[float], l
     their mean (rate of ``_sum`` over rate of ``_count``); buckets are read through their histogram."""
     out = []
     by_key: dict[tuple, MetricSeries] = {}
+    rests = []
     for s in evidence.series:
-        key = (s.name, tuple(sorted((k, v) for k, v in s.labels.items() if k != "__name__")))
-        by_key[key] = s
-    for s in evidence.series:
+        rest = tuple(sorted((k, v) for k, v in s.labels.items() if k != "__name__"))
+        rests.append(rest)
+        by_key[(s.name, rest)] = s
+    for s, rest in zip(evidence.series, rests):
         name = s.name
         if name.endswith("_bucket"):
             continue
-        rest = tuple(sorted((k, v) for k, v in s.labels.items() if k != "__name__"))
         if name.endswith("_sum"):
             count = by_key.get((name[:-4] + "_count", rest))
             if count is not None:
@@ -146,25 +153,41 @@ def _replaced(derived: list) -> set[int]:
     return out
 
 
+def _within_relative(values: list[float]) -> bool:
+    """Whether every point lies so close to every other, relative to their size, that a shift between two
+    of their medians is under ``MIN_RELATIVE`` of its baseline (both medians lie between the lowest and
+    the highest point). The margin keeps rounding on the safe side."""
+    if not values:
+        return False
+    low, high = min(values), max(values)
+    floor = low if low > 0 else -high if high < 0 else 0.0
+    return high - low < 0.95 * MIN_RELATIVE * floor
+
+
 def metric_signals(evidence: Evidence) -> list[Signal]:
     signals = []
     end = evidence.window[1] if evidence.window else None
+    services: set[str] | None = None
     derived = _derived(evidence)
     replaced = _replaced(derived)
     for series, name, times, values in derived:
         entity = service_of(series.labels)
         if not entity:
             node = node_of(series.labels)
-            entity = node if node in evidence.services() else f"node:{node}" if node else ""
+            if services is None:
+                services = evidence.services()
+            entity = node if node in services else f"node:{node}" if node else ""
         if not entity:
             continue
         kind = metric_kind(name, series.labels)
-        moved = shift(times, values)
         if end is not None and times and end - times[-1] > 600 and len(times) >= 8 and id(series) not in replaced:
             # A series that stopped: the process or its exporter went away.
             signals.append(Signal(entity, "metric", "stopped", times[-1], 0.4, [series.ref], name,
                                   detail={"name": name}))
             continue
+        if _within_relative(values):
+            continue  # it never moved MIN_RELATIVE from any level it had: no shift of it can count
+        moved = shift(times, values)
         if moved is None or not moved.sustained or moved.score < MIN_SCORE or moved.relative < MIN_RELATIVE:
             continue
         bad = bad_direction(name, kind)
@@ -186,6 +209,7 @@ CHANGE_LINE = re.compile(r"(?<![A-Za-z0-9_])(?:deploy(?:ed|ing)|roll(?:ed|ing)? 
                          r"released|upgraded|new (?:version|revision)|config(?:uration)? (?:reload(?:ed)?|changed?|"
                          r"updated?|applied|push)|applied|reloaded|flag|toggled?|enabled|disabled|migrat(?:ed|ion)|"
                          r"started \S+ v?\d)(?![A-Za-z0-9_])", re.I)
+# Found per digit shape (``_duration_ms``): the pattern must treat every ASCII digit alike.
 _DURATION = re.compile(r"(?<![\w.])(\d+(?:\.\d+)?)\s?(ms|msec|milliseconds|s|sec|seconds|µs|us)\b", re.I)
 
 
@@ -220,16 +244,25 @@ def _rate_change(times: list[float], low: float, high: float) -> tuple[float, fl
     return best
 
 
+_TS = operator.attrgetter("ts")
+
+
+def _rank_of(level: str) -> int:
+    return RANK.get(level, 1)
+
+
 def log_signals(evidence: Evidence, templates: dict[tuple[str, int], Template]) -> list[Signal]:
     signals = []
+    spans: dict[str, tuple[int, int, str] | None] = {}  # where a digit shape states a duration
     for (service, _tid), template in templates.items():
         window = evidence.log_windows.get(service)
         if window is None:
             continue
         low, high = window
         records = template.records
-        times = sorted(r.ts for r in records)
-        worst = max(records, key=lambda r: RANK.get(r.level, 1)).level
+        ordered = sorted(records, key=_TS)
+        times = [r.ts for r in ordered]
+        worst = max({r.level for r in records}, key=_rank_of)
         if at_least(worst, "WARN"):
             change = _rate_change(times, low, high)
             ongoing = times[-1] >= high - max(600.0, 0.5 * (high - (change[1] if change else high)))
@@ -237,7 +270,7 @@ def log_signals(evidence: Evidence, templates: dict[tuple[str, int], Template]) 
             new_error = change is not None and change[2] == 0 and change[3] >= 2 and at_least(worst, "ERROR")
             if change and (change[0] >= LOG_LLR or new_error) and ongoing and (change[3] >= 2 or worst == "FATAL"):
                 llr, at, before, after = change
-                first = next(r for r in sorted(records, key=lambda r: r.ts) if r.ts >= at)
+                first = next(r for r in ordered if r.ts >= at)
                 if worst == "WARN":  # warnings alone never make a root: they only add to other signals
                     strength = min(0.4, 0.25 + 0.03 * math.log2(1 + llr))
                 else:
@@ -246,27 +279,37 @@ def log_signals(evidence: Evidence, templates: dict[tuple[str, int], Template]) 
                                       detail={"level": worst, "before": before, "after": after, "new": before == 0,
                                               "template": template, "first": first}))
         if len(records) <= 3 and times[0] - low >= MIN_BASELINE_S and CHANGE_LINE.search(template.text):
-            first = min(records, key=lambda r: r.ts)
+            first = ordered[0]
             signals.append(Signal(service, "change", "log", first.ts, 0.0, [first.ref], template.text, fault=False,
                                   detail={"what": first.message}))
-        durations = [(r.ts, _duration_ms(r.message)) for r in sorted(records, key=lambda r: r.ts)]
+        durations = [(r.ts, _duration_ms(r.message, spans)) for r in ordered] if len(records) >= 10 else []
         durations = [(t, v) for t, v in durations if v is not None]
         if len(durations) >= 10:
             moved = shift([t for t, _ in durations], [v for _, v in durations])
             if moved and moved.sustained and moved.direction > 0 and moved.score >= MIN_SCORE and moved.relative >= 1.0:
                 at = moved.onset
-                first = next(r for r in sorted(records, key=lambda r: r.ts) if r.ts >= at)
+                first = next(r for r in ordered if r.ts >= at)
                 signals.append(Signal(service, "log", "latency", at, 0.55, [first.ref], template.text,
                                       detail={"shift": moved, "template": template, "first": first}))
     return signals
 
 
-def _duration_ms(message: str) -> float | None:
-    match = _DURATION.search(message)
-    if not match:
+def _duration_ms(message: str, spans: dict[str, tuple[int, int, str] | None]) -> float | None:
+    """The first duration a line states, in ms. ``_DURATION`` treats all ASCII digits alike, so it matches
+    a line where it matches the line's digit shape (``zeroed``): found once per shape in ``spans``."""
+    shape = zeroed(message)
+    if shape in spans:
+        span = spans[shape]
+    else:
+        match = _DURATION.search(shape)
+        span = spans[shape] = (match.start(1), match.end(1), match.group(2).lower()) if match else None
+    if span is None:
         return None
-    value, unit = float(match.group(1)), match.group(2).lower()
-    return value * {"s": 1000, "sec": 1000, "seconds": 1000, "µs": 0.001, "us": 0.001}.get(unit, 1)
+    value, unit = float(message[span[0]:span[1]]), span[2]
+    return value * _TO_MS.get(unit, 1)
+
+
+_TO_MS = {"s": 1000, "sec": 1000, "seconds": 1000, "µs": 0.001, "us": 0.001}
 
 
 # --------------------------------------------------------------------------- Kubernetes, alerts, changes, traces

@@ -3,7 +3,8 @@
 Before mining, what varies on every line is masked (timestamps, addresses, numbers, ids, durations),
 so that ``Connection to 10.0.3.7:5432 timed out after 3000 ms`` and the same line with another
 address and duration are one template. The level is part of the key: a WARN and an ERROR line of the
-same words are different news.
+same words are different news. Masking is done once per digit shape of a line (``Masker``): a run's
+lines mostly differ only in their numbers.
 """
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ SIMILARITY = 0.5
 # A miner is started per service and run: its start-up notice is not news.
 logging.getLogger("drain3.template_miner").setLevel(logging.WARNING)
 
+# These patterns must treat every ASCII digit alike (``\d``, ``[0-9a-f]``, never ``[1-9]``): ``Masker``
+# masks a line by its digit shape. tests/localisation/test_shortcuts.py checks it.
 _TIMESTAMPS = re.compile(
     r"\d{4}[-/]\d{2}[-/]\d{2}[T ]\d{2}:\d{2}:\d{2}(?:[.,]\d+)?(?:Z|[+-]\d{2}:?\d{2}| UTC)?"
     r"|\d{2}/[A-Z][a-z]{2}/\d{4}:\d{2}:\d{2}:\d{2} [+-]\d{4}"
@@ -49,7 +52,7 @@ def _config() -> TemplateMinerConfig:
     config = TemplateMinerConfig()
     config.drain_sim_th = SIMILARITY
     config.drain_depth = 4
-    config.masking_instructions = []  # masked before mining (``masked``), once per distinct line
+    config.masking_instructions = []  # masked before mining (``Masker``), once per digit shape
     config.profiling_enabled = False
     config.parametrize_numeric_tokens = True
     return config
@@ -57,38 +60,124 @@ def _config() -> TemplateMinerConfig:
 
 def _stripped(message: str) -> str:
     head = message.split("\n", 1)[0]  # a stack trace is one record; its first line names it
-    return _TIMESTAMPS.sub(" ", head).strip()[:400]
+    if ":" in head:  # every timestamp shape above has a colon (a shape without one must drop this check)
+        head = _TIMESTAMPS.sub(" ", head)
+    return head.strip()[:400]
 
 
 def masked(message: str) -> str:
+    """The line as Drain sees it: its first line, timestamps dropped, what varies masked."""
     text = _stripped(message)
-    for pattern, mask in _MASKS:
-        text = pattern.sub(mask, text)
+    for (pattern, mask), needs in zip(_MASKS, _NEEDS):
+        if needs is None or needs in text:
+            text = pattern.sub(mask, text)
     return text
 
 
+_NEEDS = ("://", ".", "-", None, None)  # what a line must contain for each of _MASKS to match at all
+# Every pattern above treats all ASCII digits alike, so a line and its copy with each digit turned into
+# "0" are masked at the same places: masked(zeroed(line)) == zeroed(masked(line)). Lines that differ only
+# in their digits (ids, counts, durations, times) share one masking, and the digits a mask leaves (the
+# "1" of "/v1/") are put back from the line itself.
+# Every ASCII character mapped (a character missing from a translation table costs a failed lookup).
+_ZEROED = {code: ord("0") if chr(code).isdigit() else code for code in range(128)}
+_DIGIT = re.compile(r"[0-9]")
+
+
+def zeroed(text: str) -> str:
+    """The text's digit shape: every ASCII digit turned into "0"."""
+    return text.translate(_ZEROED)
+
+
+class Masker:
+    """``masked`` for many lines, each digit shape masked once (a cache per run, not per process)."""
+
+    def __init__(self) -> None:
+        # shape -> its masking and the digits that survive it; None: seen once, and some survive
+        self._plans: dict[str, tuple[str, tuple[int, ...]] | None] = {}
+
+    def __call__(self, message: str, shape: str | None = None) -> tuple[str, bool]:
+        """The line masked, and whether every line of its digit shape masks the same (none of its digits
+        survive)."""
+        shape = zeroed(message) if shape is None else shape
+        plan = self._plans.get(shape, _UNSEEN)
+        if plan is _UNSEEN:  # the first line of its shape: masked as it is
+            text = masked(message)
+            same = _DIGIT.search(text) is None
+            self._plans[shape] = (text, ()) if same else None
+            return text, same
+        if plan is None:  # the second: worth finding which digits survive, for the lines to come
+            plan = self._plans[shape] = _plan(shape)
+        text, kept = plan
+        if not kept:
+            return text, True
+        digits = _DIGIT.findall(message)
+        parts = text.split("0")
+        out = [parts[0]]
+        for index, part in zip(kept, parts[1:]):
+            out.append(digits[index])
+            out.append(part)
+        return "".join(out), False
+
+
+_UNSEEN = object()
+
+
+def _plan(shape: str) -> tuple[str, tuple[int, ...]]:
+    """The masking of a zeroed line, and which of its digits (by position among its digits) survive it.
+    Each survivor is found by masking copies whose digits spell the bits of their positions."""
+    text = masked(shape)
+    survivors = text.count("0")
+    if not survivors:
+        return text, ()
+    pieces = shape.split("0")
+    kept = [0] * survivors
+    for bit in range((len(pieces) - 2).bit_length()):
+        probe = [pieces[0]]
+        for position, piece in enumerate(pieces[1:]):
+            probe.append("1" if position >> bit & 1 else "0")
+            probe.append(piece)
+        for i, digit in enumerate(_DIGIT.findall(masked("".join(probe)))):
+            if digit == "1":
+                kept[i] |= 1 << bit
+    return text, tuple(kept)
+
+
 def mine(records: list[LogRecord]) -> dict[tuple[str, int], Template]:
-    """Templates per service, keyed by (service, cluster id). Drain sees each distinct masked line once:
-    lines that differ only in what the masks replace are the same line to it."""
+    """Templates per service, keyed by (service, cluster id), each with its records in time order. Drain
+    sees each distinct masked line once: lines that differ only in what the masks replace are the same
+    line to it."""
     miners: dict[str, TemplateMiner] = {}
-    seen: dict[tuple[str, str], int] = {}
+    seen: dict[tuple[str, str], Template] = {}
     templates: dict[tuple[str, int], Template] = {}
+    masker = Masker()
+    by_shape: dict[tuple[str, str, str], Template] = {}  # lines whose masking keeps none of their digits
     for record in sorted(records, key=lambda r: r.ts):
-        text = f"{record.level} {masked(record.message)}"
-        cluster_id = seen.get((record.service, text))
-        if cluster_id is None:
+        shape = zeroed(record.message)
+        template = by_shape.get((record.service, record.level, shape))
+        if template is not None:
+            template.records.append(record)
+            continue
+        line, same = masker(record.message, shape)
+        text = f"{record.level} {line}"
+        template = seen.get((record.service, text))
+        if template is None:
             miner = miners.get(record.service)
             if miner is None:
                 miner = miners[record.service] = TemplateMiner(config=_config())
-            cluster_id = seen[(record.service, text)] = int(miner.add_log_message(text)["cluster_id"])
-        key = (record.service, cluster_id)
-        template = templates.get(key)
-        if template is None:
-            template = templates[key] = Template(record.service, record.level, "")
+            key = (record.service, int(miner.add_log_message(text)["cluster_id"]))
+            template = templates.get(key)
+            if template is None:
+                template = templates[key] = Template(record.service, record.level, "")
+            seen[(record.service, text)] = template
+        if same:
+            by_shape[(record.service, record.level, shape)] = template
         template.records.append(record)
+    clusters = {service: {c.cluster_id: c for c in miner.drain.clusters} for service, miner in miners.items()}
     for (service, cluster_id), template in templates.items():
-        cluster = next(c for c in miners[service].drain.clusters if c.cluster_id == cluster_id)
-        template.text = cluster.get_template().split(" ", 1)[-1]
-        template.level = max((r.level for r in template.records), key=lambda lv: ("DEBUG", "INFO", "WARN", "ERROR",
-                                                                                  "FATAL").index(lv))
+        template.text = clusters[service][cluster_id].get_template().split(" ", 1)[-1]
+        template.level = max({r.level for r in template.records}, key=_SEVERITY.index)
     return templates
+
+
+_SEVERITY = ("DEBUG", "INFO", "WARN", "ERROR", "FATAL")
