@@ -93,8 +93,13 @@ def masked(text: str, names: set[str] | frozenset = frozenset()) -> str:
     return text
 
 
+# The names of a structured record's fields (JSON ``"key":``, logfmt ``key=``): the format's schema, not what
+# happened. Envoy's ``response_flags`` says nothing about feature flags, ``retry_count=`` nothing of retries.
+_FIELD_NAME = re.compile(r'"[A-Za-z_@][\w.@-]*"\s*:|(?<![\w.])[A-Za-z_][\w.]*=(?!=)')
+
+
 def word_votes(text: str, names: set[str] | frozenset = frozenset()) -> Counter:
-    text = masked(text, names)
+    text = _FIELD_NAME.sub(" ", masked(text, names))
     votes: Counter = Counter()
     for kind, pattern, weight in _COMPILED:
         if pattern.search(text):

@@ -3,6 +3,7 @@
 import pytest
 
 from diagnosis.localisation.deviation import shift
+from diagnosis.localisation.kinds import word_votes
 from diagnosis.localisation.levels import level_of
 from diagnosis.localisation.records import read_evidence, workload_of
 from diagnosis.localisation.signals import all_signals, metric_kind
@@ -80,3 +81,17 @@ def test_a_counter_is_read_as_its_rate_and_a_drop_in_errors_is_not_a_fault():
     results.metric({"__name__": "app_errors_ratio", "service": "gamma"}, stepped(0.3, 0.01, 40))
     signals, _ = all_signals(read_evidence(results.items))
     assert [(s.entity, s.kind) for s in signals if s.fault] == [("beta", "errors")]
+
+
+@pytest.mark.parametrize("line, kind", [
+    ('{"method":"GET","response_code":503,"response_flags":"UF,URX","upstream_host":"10.0.0.7:3000"}', "change.flag"),
+    ("ts=2026-11-29T11:42:27Z level=error retry_timeout=30s msg=\"upstream answered 502\"", "network.timeout"),
+    ('{"level":"error","password_hash_algo":"argon2","msg":"request failed"}', "change.secret"),
+])
+def test_the_names_of_a_records_fields_are_not_words_of_what_happened(line, kind):
+    assert kind not in word_votes(line)
+
+
+def test_the_values_of_a_records_fields_still_are():
+    assert "change.flag" in word_votes('{"level":"info","msg":"feature flag checkout-v2 enabled for 50%"}')
+    assert "network.refused" in word_votes("level=error err=\"dial tcp 10.0.0.7:5432: connect: connection refused\"")
