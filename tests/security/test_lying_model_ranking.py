@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import pytest
 
+from diagnosis.evaluation.scenarios import protocol_health
 from diagnosis.jsonpath import parse, resolve_segments
 from diagnosis.models import DiagnosisRun, ToolInvocation
 from diagnosis.services.execution import run_execute
-from tests.diagnosis.conftest import tool_outputs
+from tests.diagnosis.conftest import tool_outputs, user_payload
 from tests.security.test_lying_model import PLAN, QUESTION, api_answer, assert_nowhere, evidence, reader_facing
 from tests.support.fake_openai import Reply, answer_plan
-from tests.diagnosis.conftest import user_payload
 
 pytestmark = pytest.mark.django_db
 
@@ -95,6 +95,7 @@ def test_control_the_same_model_citing_the_raw_record_the_ranking_names_passes(o
     assert claim["verified"] is True and claim["bindings"][0]["tool_name"] in ("query_logs", "query_metrics")
     assert audit(run)["verdict"] == "PASS" and run.effective_verdict == "PASS"
     assert TOKEN in api_answer(run) and TOKEN in reader_facing(run)
+    assert protocol_health(run)["ranking_calls"] == 1  # what the evaluation counts per run
 
 
 def test_switched_off_the_executor_is_not_offered_the_ranking(openai_llm, demo_knowledge, make_run, settings):
