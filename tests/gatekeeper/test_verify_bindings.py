@@ -462,3 +462,10 @@ def test_an_excerpt_that_repeats_the_question_or_a_tool_argument_is_excerpt_echo
     assert reason_of(b, lookup, echo_sources=["Why has PAYMENT-SERVICE  checkout failed?"]) == "excerpt_echoes_input"
     assert reason_of(b, lookup, echo_sources=["payment-service checkout\u200b failed"]) == "excerpt_echoes_input"
     assert reason_of(b, lookup, echo_sources=["something else entirely"]) == "verified"
+
+
+def test_every_binding_reason_has_its_help_line_in_the_console():
+    from traces.run_detail import REASON_HELP
+
+    assert set(REASON_HELP) == {str(r) for r in BindingReason}
+    assert "rank_root_causes" in REASON_HELP[BindingReason.RANKING_NOT_EVIDENCE]
