@@ -167,7 +167,8 @@ def test_a_scenario_on_the_real_model_with_and_without_the_ranking_hint(real_llm
     assert not [e for e in verified if e.get("tool_name") == "rank_root_causes"], verified
     HINT_SCORES[hint].append(score)
     print(f"\nreal model, {scenario} hint {hint}: {score.verdict}, root cause hit {score.root_cause_hit}, "
-          f"false confidence {score.false_confidence}, ranking calls {score.ranking_calls}, {score.latency_ms} ms")
+          f"false confidence {score.false_confidence}, ranking calls {score.ranking_calls}, {score.latency_ms} ms; "
+          f"tools {list(run.tool_invocations.order_by('seq').values_list('tool_name', 'status'))}")
 
 
 def test_the_ranking_hint_results_side_by_side():
