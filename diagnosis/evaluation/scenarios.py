@@ -205,7 +205,6 @@ def summary(scores: list[ScenarioScore]) -> dict:
     }
 
 
-
 def _yes(value: bool | None) -> str:
     return "-" if value is None else "yes" if value else "no"
 

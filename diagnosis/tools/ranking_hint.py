@@ -20,7 +20,7 @@ NOTE = "a hint: cite the records in evidence, never this result"
 DEFAULT_LIMIT = 5
 REFS_PER_CANDIDATE = 4
 
-SCHEMA: dict[str, Any] = {
+RANKING_SCHEMA: dict[str, Any] = {
     "description": "A HINT, never evidence: the deterministic ranking of likely root causes over the tool "
                    "results of this run so far (call the evidence tools first), each candidate with the "
                    "invocation ids and JSON paths of the records that show it. Claims must cite those "

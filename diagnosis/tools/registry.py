@@ -13,7 +13,7 @@ from typing import Any, Callable, Protocol
 
 from diagnosis.contracts import RANKING_TOOL
 from diagnosis.redaction import redact_value
-from diagnosis.tools import ranking_hint
+from diagnosis.tools.ranking_hint import RANKING_SCHEMA, rank_root_causes
 from diagnosis.tools.backends.base import AlertsBackend, BackendError, LogsBackend, MetricsBackend
 
 SUCCESS, ERROR, BLOCKED = "SUCCESS", "ERROR", "BLOCKED"
@@ -122,7 +122,7 @@ TOOL_SCHEMAS: dict[str, dict[str, Any]] = {
         "description": "The currently firing or pending alerts.",
         "parameters": {"type": "object", "properties": {}, "additionalProperties": False},
     },
-    RANKING_TOOL: ranking_hint.SCHEMA,
+    RANKING_TOOL: RANKING_SCHEMA,
 }
 ALLOWED_TOOLS = frozenset(TOOL_SCHEMAS)
 # The tools whose results are evidence: what a plan names and a citation may name. The ranking is a hint.
@@ -335,7 +335,7 @@ class ToolBox:
         if name in OPTIONAL_BACKENDS:
             return call_optional_backend(b, name, args), None
         if name == RANKING_TOOL:  # no backend: the localiser over what this run recorded so far
-            return ranking_hint.rank_root_causes((o.to_dict() for o in self.outcomes), args), None
+            return rank_root_causes((o.to_dict() for o in self.outcomes), args), None
         top_k = args.get("top_k", 3)
         results = b.knowledge.search(query=args["query"], top_k=top_k, exclude_chunk_ids=set(self.seen_chunk_ids))
         self.seen_chunk_ids.update(r["chunk_id"] for r in results)
