@@ -195,6 +195,9 @@ LLM_STRUCTURED_OUTPUT = env_choice("LLM_STRUCTURED_OUTPUT", "json_schema",
 LLM_TOOL_CALL_CONTENT = env_choice("LLM_TOOL_CALL_CONTENT", "empty", ("empty", "null"))
 # The request field that carries it: "max_tokens" (most servers) or "max_completion_tokens" (OpenAI o-series).
 LLM_MAX_TOKENS_PARAM = env_choice("LLM_MAX_TOKENS_PARAM", "max_tokens", ("max_tokens", "max_completion_tokens"))
+# Offer OpenAI-compatible models the `rank_root_causes` tool: the localiser's ranking of this run's
+# results so far, a hint of where to look that is never evidence (docs/TOOLS.md, docs/MODELS.md).
+LLM_RANKING_HINT = env_bool("LLM_RANKING_HINT", True)
 # Tokens one call may generate (max_tokens), per role.
 LLM_MAX_TOKENS = {
     role: env_int(f"LLM_MAX_TOKENS_{role.upper()}", default, minimum=16, maximum=32_768)

@@ -24,6 +24,12 @@ GATEKEEPER_VERSION = "gatekeeper-v1"  # the Gatekeeper audit
 EXECUTOR_EVIDENCE_VERSION = "executor_evidence_v2"  # the executor's claims with citations
 ANSWER_PLAN_VERSION = "answer_plan_v1"  # the composer's plan the server renders
 
+# --------------------------------------------------------------------------- tools
+
+# The localiser's ranking offered to a model as a tool: a hint of where to look, never evidence.
+# The tool box runs it; the Gatekeeper refuses a citation of it (`ranking_not_evidence`).
+RANKING_TOOL = "rank_root_causes"
+
 # --------------------------------------------------------------------------- ids
 
 SESSION_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$"
@@ -148,6 +154,7 @@ class BindingReason(StrEnum):
     MALFORMED_BINDING = "malformed_binding"  # not an object, or a field missing / not a string / empty
     INVOCATION_NOT_FOUND = "invocation_not_found"
     INVOCATION_OTHER_RUN = "invocation_other_run"  # the id exists, but only in another run
+    RANKING_NOT_EVIDENCE = "ranking_not_evidence"  # it cites the `rank_root_causes` hint, never evidence
     TOOL_MISMATCH = "tool_mismatch"
     INVOCATION_FAILED = "invocation_failed"  # status is ERROR or BLOCKED (anything but SUCCESS)
     PATH_MALFORMED = "path_malformed"  # raw_path is outside the supported JSONPath subset

@@ -16,8 +16,8 @@ from functools import lru_cache
 from typing import Any, Protocol
 
 from diagnosis.contracts import (  # noqa: F401 - the audit's shapes, owned by contracts, used with the checks
-    BINDING_FIELDS, EXECUTOR_EVIDENCE_VERSION, GATEKEEPER_VERSION, BindingAudit, BindingReason, ClaimAudit,
-    GatekeeperResult, Verdict,
+    BINDING_FIELDS, EXECUTOR_EVIDENCE_VERSION, GATEKEEPER_VERSION, RANKING_TOOL, BindingAudit, BindingReason,
+    ClaimAudit, GatekeeperResult, Verdict,
 )
 from diagnosis.jsonpath import NOT_FOUND, JsonPathError, Segment, parse, resolve_segments
 from diagnosis.model_text import cap_text, foreign_citations, normalise_model_text
@@ -258,6 +258,8 @@ class _BindingChecker:
         record = next((r for r in candidates if r.run_id == self._run_id), None)
         if record is None:
             return BindingReason.INVOCATION_OTHER_RUN
+        if record.tool_name == RANKING_TOOL or binding["tool_name"] == RANKING_TOOL:
+            return BindingReason.RANKING_NOT_EVIDENCE  # a hint of where to look: claims cite the records it names
         if record.tool_name != binding["tool_name"]:
             return BindingReason.TOOL_MISMATCH
         if record.status != INVOCATION_SUCCESS:

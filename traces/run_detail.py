@@ -36,6 +36,7 @@ REASON_HELP = {
     "malformed_binding": "a binding field is missing, empty or not a string",
     "invocation_not_found": "no tool invocation with this id exists",
     "invocation_other_run": "the invocation exists, but in another run",
+    "ranking_not_evidence": "it cites the rank_root_causes hint: claims cite the records the ranking names",
     "tool_mismatch": "the cited tool name is not the tool that was called",
     "invocation_failed": "the cited tool call did not succeed",
     "path_malformed": "raw_path is outside the supported JSONPath subset",

@@ -35,7 +35,7 @@ from diagnosis.graph.engine import RunConfig
 from diagnosis.graph.state import NodeStatus as S
 from diagnosis.graph.trace import build_orchestration_trace
 from diagnosis.llm.base import ModelError
-from diagnosis.tools.registry import ALLOWED_TOOLS, SUCCESS, ToolOutcome
+from diagnosis.tools.registry import EVIDENCE_TOOLS, SUCCESS, ToolOutcome
 
 EventSink = Callable[[str, dict], None]
 
@@ -119,7 +119,7 @@ class AlertAgents:
             "phase": "plan", "round": round_no, "max_rounds": self.max_rounds, "language": state.get(K.LANGUAGE),
             "alerts": [compact_alert(a) for a in alerts], "plan": [t.to_dict() for t in tasks],
             "findings": [r.finding(for_planner=True) for r in results],
-            "tool_budget": self.ctx.tools.remaining, "allowed_tools": sorted(ALLOWED_TOOLS),
+            "tool_budget": self.ctx.tools.remaining, "allowed_tools": sorted(EVIDENCE_TOOLS),
         }
         try:
             reply = self.ctx.call_model(node=N.SUPERVISOR, role=ROLE, attempt=(state.get(K.SUPERVISOR_RETRY_COUNT) or 0) + 1,
@@ -154,7 +154,7 @@ class AlertAgents:
         payload = {
             "phase": "execute", "round": round_no, "language": state.get(K.LANGUAGE), "task": task.to_dict(),
             "alerts": [compact_alert(by_id[a]) for a in task.alert_ids if a in by_id],
-            "tool_budget": tool_budget, "allowed_tools": sorted(ALLOWED_TOOLS),
+            "tool_budget": tool_budget, "allowed_tools": sorted(ctx.tools.offered),
         }
         user = json.dumps(payload, ensure_ascii=False, default=str)
         context: list[dict] = []

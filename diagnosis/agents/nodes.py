@@ -24,7 +24,7 @@ from diagnosis.graph.topology import DiagnosisNodes
 from diagnosis.llm.base import ModelError, ModelInvalidOutputError
 from diagnosis.localisation.taxonomy import CAUSE_KINDS
 from diagnosis.structured_diagnosis import no_records, record_services, records_resolver
-from diagnosis.tools.registry import ALLOWED_TOOLS
+from diagnosis.tools.registry import EVIDENCE_TOOLS
 
 MAX_PLAN_STEPS = 12
 STATUS_BY_KIND = {"retryable": S.RETRYABLE_FAILED, "non_retryable": S.NON_RETRYABLE_FAILED, "invalid_output": S.INVALID_OUTPUT}
@@ -184,7 +184,7 @@ class DiagnosisAgents:
         payload = {
             "question": question, "mode": mode, "language": question_language(question),
             "history": self.ctx.history, "retry_context": state.get(K.RETRY_CONTEXT),
-            "allowed_tools": sorted(ALLOWED_TOOLS),
+            "allowed_tools": sorted(EVIDENCE_TOOLS),
         }
         try:
             plan = self._answer_of(N.PLANNER, state, K.PLANNER_RETRY_COUNT, payload, validate_plan)

@@ -18,12 +18,13 @@ from diagnosis.llm.base import (
 )
 from diagnosis.llm.schemas import output_model, response_format, validate_output
 from diagnosis.redaction import redact_text, redact_value
-from diagnosis.tools.registry import ToolBox, openai_tool_specs
+from diagnosis.tools.registry import EVIDENCE_TOOLS, ToolBox, openai_tool_specs
 
 CJK_RE = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]")
 MODEL_TOOL_OUTPUT_CHARS = 12_000  # what one tool result may take of the model's context
-# Each allowed tool's parameters: a plan step's (or suggested query's) arguments follow its tool's schema.
-TOOL_PARAMETERS = {spec["function"]["name"]: spec["function"]["parameters"] for spec in openai_tool_specs()}
+# Each evidence tool's parameters: a plan step's (or suggested query's) arguments follow its tool's schema,
+# and a citation's tool name is one of them (the ranking hint is never planned, never cited).
+TOOL_PARAMETERS = {spec["function"]["name"]: spec["function"]["parameters"] for spec in openai_tool_specs(EVIDENCE_TOOLS)}
 
 
 def question_language(text: str) -> str:

@@ -1,8 +1,8 @@
 """The executor's tool loop, shared by the chat executor and the alert-analysis task executor.
 
-The model is offered the allow-listed tools while the budget lasts; each call it makes runs through
-the run's ToolBox and its fenced result is appended to the conversation. The loop ends when the model
-answers without a tool call (its final report), at once when it calls a tool outside the allow-list,
+The model is offered the run's tools (``ToolBox.offered``) while the budget lasts; each call it makes runs
+through the run's ToolBox and its fenced result is appended to the conversation. The loop ends when the
+model answers without a tool call (its final report), at once when it calls a tool it was not offered,
 or on a model fault (`error`, with the tool results gathered until then). A model that never stops
 calling tools is an invalid output like any other; callers turn the result into their node's status.
 """
@@ -15,7 +15,7 @@ from typing import Any
 
 from diagnosis.agents.runtime import AgentContext, fence_tool_output
 from diagnosis.llm.base import ChatReply, ModelError, ModelInvalidOutputError
-from diagnosis.tools.registry import ALLOWED_TOOLS, BLOCKED, ToolOutcome, openai_tool_specs
+from diagnosis.tools.registry import BLOCKED, ToolOutcome, openai_tool_specs
 
 # The turns the model gets beyond its tool budget: the final report, and a little slack for replies
 # that call no tool but are not final either (they are invalid outputs later).
@@ -70,7 +70,7 @@ def _converse(ctx, result: ToolLoopResult, *, node, role, attempt, messages, too
         offer = result.calls < tool_budget and ctx.tools.remaining > 0
         reply = ctx.call_model(
             node=node, role=role, attempt=attempt, system="", user=None, messages=messages,
-            tools=openai_tool_specs() if offer else None, json_output=not offer,
+            tools=openai_tool_specs(ctx.tools.offered) if offer else None, json_output=not offer,
             structured_input=structured_input(result.results, result.calls),
         )
         if not reply.tool_calls:
@@ -80,7 +80,7 @@ def _converse(ctx, result: ToolLoopResult, *, node, role, attempt, messages, too
         for call in reply.tool_calls:
             outcome = ctx.tools.call(call.name, call.arguments)
             result.calls += 1
-            if outcome.status == BLOCKED and call.name not in ALLOWED_TOOLS:
+            if outcome.status == BLOCKED and call.name not in ctx.tools.offered:
                 result.blocked_tool, result.blocked = call.name, outcome
                 return
             result.results.append(outcome.to_dict())

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from django.contrib.auth import get_user_model
 
-from diagnosis.contracts import INVOCATION_REF_RE, SelfEvaluation, StructuredDiagnosis, Verdict
+from diagnosis.contracts import INVOCATION_REF_RE, RANKING_TOOL, SelfEvaluation, StructuredDiagnosis, Verdict
 from diagnosis.demo.loader import load_ground_truth, load_scenario_meta
 from diagnosis.ids import new_session_id
 from diagnosis.llm.schemas import PlannerPlan, is_valid
@@ -59,6 +59,7 @@ class ScenarioScore:
     planner_schema_valid: int = 0
     reached_executor: bool = False
     tool_round_trips: int = 0
+    ranking_calls: int = 0  # successful calls of the `rank_root_causes` hint (LLM_RANKING_HINT)
 
 
 def scenario_dirs(folder: Path) -> list[Path]:
@@ -114,16 +115,19 @@ def score_run(run: DiagnosisRun, truth: dict) -> dict:
 
 
 def protocol_health(run: DiagnosisRun) -> dict:
-    """Planner answers valid against the plan schema, executor reached, tool round trips completed."""
+    """Planner answers valid against the plan schema, executor reached, tool round trips completed, and
+    how often the model called the ranking hint."""
     steps = list(AgentStep.objects.filter(run=run).order_by("step_index"))
     planner = [s for s in steps if s.agent == "planner"]
-    invoked = set(run.tool_invocations.filter(status="SUCCESS").values_list("step_id", flat=True))
+    succeeded = run.tool_invocations.filter(status="SUCCESS")
+    invoked = set(succeeded.values_list("step_id", flat=True))
     round_trips = sum(1 for first, second in zip(steps, steps[1:])
                       if first.has_tool_call and first.pk in invoked and second.node == first.node
                       and second.status == "COMPLETED")
     return {"planner_calls": len(planner),
             "planner_schema_valid": sum(1 for s in planner if s.status == "COMPLETED" and _plan_valid(s)),
-            "reached_executor": any(s.node == "executor" for s in steps), "tool_round_trips": round_trips}
+            "reached_executor": any(s.node == "executor" for s in steps), "tool_round_trips": round_trips,
+            "ranking_calls": succeeded.filter(tool_name=RANKING_TOOL).count()}
 
 
 def _plan_valid(step: AgentStep) -> bool:
@@ -197,6 +201,7 @@ def summary(scores: list[ScenarioScore]) -> dict:
                                            / (sum(s.planner_calls for s in scores) or 1), 3),
         "runs_reaching_executor": sum(s.reached_executor for s in scores),
         "tool_round_trips": sum(s.tool_round_trips for s in scores),
+        "runs_calling_ranking": sum(1 for s in scores if s.ranking_calls),
     }
 
 

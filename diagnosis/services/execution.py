@@ -68,7 +68,8 @@ def run_context_build(run: DiagnosisRun, observer: DbRunObserver, *, tools: bool
     and tool calls too, so one buffer holds the run's events and rows and one commit writes them."""
     toolbox = ToolBox(backends=backends or wiring.backends(), recorder=observer,
                       max_calls=settings.DIAGNOSIS_MAX_TOOL_CALLS,
-                      max_result_bytes=settings.TOOL_RESULT_MAX_BYTES) if tools else None
+                      max_result_bytes=settings.TOOL_RESULT_MAX_BYTES,
+                      ranking_hint=settings.LLM_RANKING_HINT) if tools else None
     budget = run_budget()
     if history and history_text is None:
         history_text = memory.memory_for_prompt(session=run.session, before=run)

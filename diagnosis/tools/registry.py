@@ -11,7 +11,9 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Protocol
 
+from diagnosis.contracts import RANKING_TOOL
 from diagnosis.redaction import redact_value
+from diagnosis.tools.ranking_hint import RANKING_SCHEMA, rank_root_causes
 from diagnosis.tools.backends.base import AlertsBackend, BackendError, LogsBackend, MetricsBackend
 
 SUCCESS, ERROR, BLOCKED = "SUCCESS", "ERROR", "BLOCKED"
@@ -120,8 +122,11 @@ TOOL_SCHEMAS: dict[str, dict[str, Any]] = {
         "description": "The currently firing or pending alerts.",
         "parameters": {"type": "object", "properties": {}, "additionalProperties": False},
     },
+    RANKING_TOOL: RANKING_SCHEMA,
 }
 ALLOWED_TOOLS = frozenset(TOOL_SCHEMAS)
+# The tools whose results are evidence: what a plan names and a citation may name. The ranking is a hint.
+EVIDENCE_TOOLS = ALLOWED_TOOLS - {RANKING_TOOL}
 
 
 def openai_tool_specs(names=ALLOWED_TOOLS) -> list[dict[str, Any]]:
@@ -245,7 +250,8 @@ def cap_result(result: Any, max_bytes: int) -> tuple[Any, bool]:
     if isinstance(result, dict):
         result = dict(result)
         # Trace spans go before trace summaries and edges: the edges aggregate every span.
-        for key in ("records", "series", "alerts", "results", "events", "pods", "spans", "traces", "changes", "edges"):
+        for key in ("records", "series", "alerts", "results", "events", "pods", "spans", "traces", "changes", "edges",
+                    "candidates"):
             items = result.get(key)
             if isinstance(items, list) and items:
                 keep = list(items)
@@ -282,6 +288,7 @@ class ToolBox:
     max_calls: int
     max_result_bytes: int = 1_000_000
     on_call: Callable[[ToolOutcome], None] | None = None
+    ranking_hint: bool = True  # offer `rank_root_causes` (LLM_RANKING_HINT)
     calls: int = 0
     seen_chunk_ids: set[str] = field(default_factory=set)
     outcomes: list[ToolOutcome] = field(default_factory=list)
@@ -290,11 +297,19 @@ class ToolBox:
     def remaining(self) -> int:
         return max(0, self.max_calls - self.calls)
 
+    @property
+    def offered(self) -> frozenset[str]:
+        """The tools a model is offered in this run: every allow-listed tool, the ranking hint when it is on."""
+        return ALLOWED_TOOLS if self.ranking_hint else EVIDENCE_TOOLS
+
     def call(self, name: str, arguments: Any) -> ToolOutcome:
         started = time.perf_counter()
         safe_args = redact_value(arguments) if isinstance(arguments, dict) else {"raw": redact_value(str(arguments))}
         if name not in ALLOWED_TOOLS:
             return self._record(name, safe_args, BLOCKED, None, f"tool {name!r} is not on the allow-list", started)
+        if name not in self.offered:
+            return self._record(name, safe_args, BLOCKED, None, f"tool {name!r} is not offered (LLM_RANKING_HINT is off)",
+                                started)
         if self.calls >= self.max_calls:
             return self._record(name, safe_args, BLOCKED, None, f"tool-call budget of {self.max_calls} per run is spent", started)
         self.calls += 1
@@ -319,6 +334,8 @@ class ToolBox:
             return b.alerts.query_alerts(), None
         if name in OPTIONAL_BACKENDS:
             return call_optional_backend(b, name, args), None
+        if name == RANKING_TOOL:  # no backend: the localiser over what this run recorded so far
+            return rank_root_causes((o.to_dict() for o in self.outcomes), args), None
         top_k = args.get("top_k", 3)
         results = b.knowledge.search(query=args["query"], top_k=top_k, exclude_chunk_ids=set(self.seen_chunk_ids))
         self.seen_chunk_ids.update(r["chunk_id"] for r in results)

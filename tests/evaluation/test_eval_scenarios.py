@@ -10,6 +10,7 @@ from django.core.management import CommandError, call_command
 
 from diagnosis.models import DiagnosisRun
 from diagnosis.evaluation import scenarios as evaluation
+from diagnosis.evaluation.compare import side_by_side
 from tests.offline.expectations import UNDETERMINED
 
 pytestmark = pytest.mark.django_db
@@ -130,3 +131,24 @@ def test_healthy_scenarios_score_nothing_wrong():
     bad = evaluation.score_run(DiagnosisRun(answer="", effective_verdict="PASS", self_evaluation={},
                                             diagnosis=_root("catalog-service", "x")), truth)
     assert bad["false_confidence"] and bad["nothing_wrong_correct"] is False
+
+
+
+def _score(**fields) -> evaluation.ScenarioScore:
+    base = dict(scenario="s", language="en", run_id="run-x", status="SUCCESS", verdict="PASS", service_hit=False,
+                cause_hit=False, root_cause_hit=False, nothing_wrong_correct=None, undetermined=False,
+                false_confidence=False, lenient_hit=False, citation_validity=1.0, claims_verified=1, claims_total=1,
+                unsupported_claims=0, fallback_used=False, steps=5, tool_calls=3, tokens=100, latency_ms=10)
+    return evaluation.ScenarioScore(**{**base, **fields})
+
+
+def test_summaries_side_by_side_put_each_figure_in_its_labels_column():
+    on = evaluation.summary([_score(root_cause_hit=True, ranking_calls=1), _score()])
+    off = {k: v for k, v in evaluation.summary([_score(), _score(false_confidence=True)]).items()
+           if k != "runs_calling_ranking"}
+    table = side_by_side({"hint on": on, "hint off": off}).splitlines()
+    assert table[0] == "| | hint on | hint off |"
+    rows = {cells[0]: cells[1:] for cells in ([c.strip() for c in line.strip("|").split("|")] for line in table[2:])}
+    assert rows["root cause hits (strict)"] == ["1", "0"] and rows["FALSE CONFIDENCE"] == ["0", "1"]
+    assert rows["runs calling the ranking"] == ["1", "-"]  # a figure a summary lacks is shown as missing
+    assert rows["runs"] == ["2", "2"]

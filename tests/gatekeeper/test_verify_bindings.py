@@ -78,6 +78,37 @@ def test_a_wrong_tool_name_is_tool_mismatch(lookup):
     assert reason_of(binding("Connection is not available", tool_name="query_metrics"), lookup) == "tool_mismatch"
 
 
+RANKING = {"outcome": "root_cause", "reason": "", "subject": ["payment-service"],
+           "candidates": [{"rank": 1, "service": "payment-service", "kind": "resource.pool",
+                           "evidence": [{"invocationId": "inv-00000001", "tool": "query_logs",
+                                         "rawPath": "$.records[0].message"}]}]}
+
+
+def test_a_citation_of_the_ranking_hint_is_ranking_not_evidence_even_when_its_excerpt_is_there(lookup):
+    lookup.add(record("inv-0000000a", RANKING, tool_name="rank_root_causes"))
+    hint = binding("$.records[0].message", invocation_id="inv-0000000a", tool_name="rank_root_causes",
+                   raw_path="$.candidates[0].evidence[0].rawPath")
+    assert reason_of(hint, lookup) == "ranking_not_evidence"
+    # Named under another tool's name it is refused all the same; a real record named as the ranking too.
+    assert reason_of({**hint, "tool_name": "query_logs"}, lookup) == "ranking_not_evidence"
+    assert reason_of(binding("Connection is not available", tool_name="rank_root_causes"), lookup) == "ranking_not_evidence"
+
+
+def test_a_claim_that_cites_only_the_ranking_is_not_verified_and_the_run_is_not_pass(lookup):
+    lookup.add(record("inv-0000000a", RANKING, tool_name="rank_root_causes"))
+    # Both excerpts really are in the ranking's recorded output, at the cited paths.
+    only_hint = claim("c1", binding("resource.pool", invocation_id="inv-0000000a", tool_name="rank_root_causes",
+                                    raw_path="$.candidates[0].kind"),
+                      binding("payment-service", invocation_id="inv-0000000a", tool_name="rank_root_causes",
+                              raw_path="$.candidates[0]"))
+    result = verify(executor_output(only_hint), lookup)
+    assert result.verdict == Verdict.REJECT and result.claims[0].reason_code == ClaimReason.NO_VERIFIED_BINDING
+    assert {b.reason_code for b in result.claims[0].bindings} == {BindingReason.RANKING_NOT_EVIDENCE}
+    # The records the ranking names are what a claim cites: the same claim on the raw record passes.
+    raw = verify(executor_output(claim("c1", binding("Connection is not available"))), lookup)
+    assert raw.verdict == Verdict.PASS
+
+
 def test_an_error_invocation_is_invocation_failed(lookup):
     b = binding("loki unavailable", invocation_id="inv-00000003", raw_path="$.error")
     assert reason_of(b, lookup) == "invocation_failed"
@@ -431,3 +462,10 @@ def test_an_excerpt_that_repeats_the_question_or_a_tool_argument_is_excerpt_echo
     assert reason_of(b, lookup, echo_sources=["Why has PAYMENT-SERVICE  checkout failed?"]) == "excerpt_echoes_input"
     assert reason_of(b, lookup, echo_sources=["payment-service checkout\u200b failed"]) == "excerpt_echoes_input"
     assert reason_of(b, lookup, echo_sources=["something else entirely"]) == "verified"
+
+
+def test_every_binding_reason_has_its_help_line_in_the_console():
+    from traces.run_detail import REASON_HELP
+
+    assert set(REASON_HELP) == {str(r) for r in BindingReason}
+    assert "rank_root_causes" in REASON_HELP[BindingReason.RANKING_NOT_EVIDENCE]

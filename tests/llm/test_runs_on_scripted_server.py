@@ -11,7 +11,7 @@ from diagnosis.llm import schemas
 from diagnosis.models import AgentStep, DiagnosisRun
 from diagnosis.agents.runtime import TOOL_PARAMETERS
 from diagnosis.services.execution import run_execute
-from diagnosis.tools.registry import ALLOWED_TOOLS
+from diagnosis.tools.registry import EVIDENCE_TOOLS
 from tests.diagnosis.conftest import demo_knowledge, fake_openai, make_run, openai_llm  # noqa: F401
 from tests.reliability.scripted import HAPPY, ROLES, script_happy
 from tests.support.fake_openai import Reply
@@ -41,7 +41,7 @@ def test_every_json_role_sends_its_schema_and_its_max_tokens(scripted, make_run,
     # A plan step names a tool of the allow-list, with that tool's arguments.
     plan_schema = by_role["planner"][0].body["response_format"]["json_schema"]["schema"]
     variants = plan_schema["$defs"]["PlanStep"]["anyOf"]
-    assert [v["properties"]["tool"]["const"] for v in variants] == sorted(ALLOWED_TOOLS)
+    assert [v["properties"]["tool"]["const"] for v in variants] == sorted(EVIDENCE_TOOLS)  # never the ranking hint
     logs = next(v for v in variants if v["properties"]["tool"]["const"] == "query_logs")
     assert logs["properties"]["arguments"]["required"] == ["service"]
     assert logs["properties"]["arguments"]["additionalProperties"] is False

@@ -4,7 +4,8 @@ reached through the real `openai` client with json_schema structured outputs.
 A 270M model is not expected to diagnose anything. These tests assert protocol-level truths that
 any model must leave intact: every run ends terminal; every planner and verifier output that came
 back is valid against its schema; at least one tool round trip (call, result, next turn) succeeds;
-nothing unverified reaches an answer; the wall budget holds.
+nothing unverified reaches an answer; the wall budget holds. Then one scenario (or more) with the
+`rank_root_causes` hint on and off, scored strictly, printed side by side (docs/MODELS.md).
 
 Marked `real_model`: they run with `make test-real-model` (AIOPS_REAL_MODEL=1), which builds the
 server's cached virtualenv on first use (scripts/real_model_env.sh), and are skipped otherwise.
@@ -15,9 +16,13 @@ import json
 import os
 import re
 import statistics
+from pathlib import Path
 
 import pytest
+from django.contrib.auth import get_user_model
 
+from diagnosis.evaluation.compare import side_by_side
+from diagnosis.evaluation.scenarios import EVAL_USER, evaluate_scenario, summary
 from diagnosis.llm import schemas
 from diagnosis.llm.base import parse_json_object
 from diagnosis.llm.openai_model import SCHEMA_LEVELS
@@ -137,3 +142,38 @@ def _valid(step) -> bool:
         return contract is not None and schemas.is_valid(contract, json.loads((step.model_output or {}).get("content") or ""))
     except ValueError:
         return False
+
+
+# --- the ranking hint, on and off, side by side ------------------------------------------------------
+# Scored strictly from the structured diagnosis (diagnosis/evaluation/scenarios.py), on the same scenarios
+# with LLM_RANKING_HINT on and off. AIOPS_REAL_MODEL_HINT_SCENARIOS (comma-separated) widens the set.
+HINT_SCENARIOS = [s for s in os.environ.get("AIOPS_REAL_MODEL_HINT_SCENARIOS", "payment-db-pool-exhaustion").split(",") if s]
+HINT_SCORES: dict[str, list] = {"on": [], "off": []}
+
+
+@pytest.mark.parametrize("scenario", HINT_SCENARIOS)
+@pytest.mark.parametrize("hint", ["on", "off"])
+def test_a_scenario_on_the_real_model_with_and_without_the_ranking_hint(real_llm, settings, hint, scenario):
+    settings.LLM_RANKING_HINT = hint == "on"
+    user, _ = get_user_model().objects.get_or_create(username=EVAL_USER)
+    score = evaluate_scenario(folder=Path(settings.DEMO_SCENARIOS_DIR) / scenario, language="en", user=user)
+    run = DiagnosisRun.objects.get(run_id=score.run_id)
+    assert_protocol_truths(run)
+    ranking = ToolInvocation.objects.filter(run=run, tool_name="rank_root_causes")
+    if hint == "off":
+        assert not ranking.filter(status="SUCCESS").exists()  # never run when it is not offered
+    # The hint is never evidence: no verified citation names it.
+    verified = ((run.self_evaluation or {}).get("verifier_evaluation") or {}).get("verified_evidence") or []
+    assert not [e for e in verified if e.get("tool_name") == "rank_root_causes"], verified
+    HINT_SCORES[hint].append(score)
+    print(f"\nreal model, {scenario} hint {hint}: {score.verdict}, root cause hit {score.root_cause_hit}, "
+          f"false confidence {score.false_confidence}, ranking calls {score.ranking_calls}, {score.latency_ms} ms; "
+          f"tools {list(run.tool_invocations.order_by('seq').values_list('tool_name', 'status'))}")
+
+
+def test_the_ranking_hint_results_side_by_side():
+    """The strict scores with and without the hint, as docs/MODELS.md reports them."""
+    assert HINT_SCORES["on"] and HINT_SCORES["off"], "run the whole module: this test reads the runs above"
+    assert len(HINT_SCORES["on"]) == len(HINT_SCORES["off"])
+    print("\nreal model, ranking hint on and off (strict scores from the structured diagnosis):\n"
+          + side_by_side({"hint on": summary(HINT_SCORES["on"]), "hint off": summary(HINT_SCORES["off"])}))
