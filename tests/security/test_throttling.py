@@ -20,8 +20,11 @@ HELLO = {"question": "hello there"}
 
 @pytest.fixture
 def tiny_throttle(monkeypatch):
-    """CHAT_THROTTLE_RATE is read into DRF's throttle class at import; patch the class's rates."""
+    """CHAT_THROTTLE_RATE is read into DRF's throttle class at import; patch the class's rates. The clock is
+    held in the middle of one window: requests that straddle a minute would count in two fixed windows."""
     monkeypatch.setattr(ChatThrottle, "THROTTLE_RATES", {**ChatThrottle.THROTTLE_RATES, "chat": "3/min"})
+    held = (time.time() // 60) * 60 + 30
+    monkeypatch.setattr(ChatThrottle, "timer", lambda self: held)
     return 3
 
 
