@@ -14,7 +14,7 @@ explains candidates away and ranks the roots, then decides honestly:
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Iterable, Mapping
 
 from diagnosis.localisation.graph import Edge, DependencyGraph, build_graph, named_in
@@ -140,6 +140,8 @@ def localise_evidence(evidence: Evidence, subject: Iterable[str] = ()) -> Locali
     if reason:
         result.outcome, result.reason = "undetermined", reason
         result.next_checks = _next_checks(top, graph, evidence)
+    if reason == "dependency_changed":
+        _rank_changed_dependencies(result, top, graph, context)
     return result
 
 
@@ -195,10 +197,7 @@ def _doubt(top: Candidate, roots: list[Candidate], graph, evidence: Evidence, ca
         return "dependency_not_identified"  # its errors blame a dependency the evidence does not name
     if _starved(top) and _unexamined_nodes(top, graph, evidence):
         return "node_not_examined"
-    changed = [e.callee for e in graph.dependencies(top.service) if e.via != "placement" and any(
-        c.source == "change" and c.entity == e.callee and c.onset is not None and top.onset is not None
-        and top.onset - 3600 <= c.onset <= top.onset + TOLERANCE_S for c in context)]
-    if changed and not any(c.source == "change" and c.entity == top.service for c in context):
+    if _changed_dependencies(top, graph, context):
         return "dependency_changed"
     if _changed_caller(top, candidates, context):
         return "caller_changed"
@@ -209,6 +208,33 @@ def _doubt(top: Candidate, roots: list[Candidate], graph, evidence: Evidence, ca
             and ranked[0][0].split(".")[0] != ranked[1][0].split(".")[0]:
         return "kind_ambiguous"
     return ""
+
+
+def _changed_dependencies(top: Candidate, graph, context: list[Signal]) -> dict[str, list[Signal]]:
+    """Dependencies of the top that changed in the hour before its onset while the top itself did not change:
+    each with its changes."""
+    if top.onset is None or any(c.source == "change" and c.entity == top.service for c in context):
+        return {}
+    out: dict[str, list[Signal]] = {}
+    for edge in graph.dependencies(top.service):
+        if edge.via == "placement":
+            continue
+        changes = [c for c in context if c.source == "change" and c.entity == edge.callee and c.onset is not None
+                   and top.onset - 3600 <= c.onset <= top.onset + TOLERANCE_S]
+        if changes:
+            out.setdefault(edge.callee, changes)
+    return out
+
+
+def _rank_changed_dependencies(result: Localisation, top: Candidate, graph, context: list[Signal]) -> None:
+    """A dependency that changed before the top broke, and shows nothing itself, is a candidate too: right
+    after the top, its changes as its evidence ("changed at T: what")."""
+    known = {c.service for c in result.candidates}
+    added = [Candidate(name, [replace(c, fault=True) for c in changes], min(c.onset for c in changes), 0.0,
+                       explains=[top.service], kind=None)
+             for name, changes in _changed_dependencies(top, graph, context).items() if name not in known]
+    at = result.candidates.index(top) + 1
+    result.candidates[at:at] = added
 
 
 def _changed_caller(top: Candidate, candidates: Mapping[str, Candidate], context: list[Signal]) -> list[str]:

@@ -74,6 +74,22 @@ def test_a_caller_whose_pool_ran_dry_is_the_root_when_the_database_it_waited_for
     assert "quastor" not in [c.service for c in found.candidates if c.explains]
 
 
+def test_a_dependency_that_changed_before_its_caller_broke_is_ranked_next_to_it_with_the_change():
+    results = Results()
+    results.metric({"__name__": "http_server_errors_ratio", "service": "trelby"}, stepped(0.001, 0.4, 45))
+    results.logs("trelby", [(-3000 + i * 150, "", f"GET /v1/carts 200 in {30 + i} ms") for i in range(15)]
+                 + [(-800 + i * 45, "ERROR", f"call to http://quorna.shop.svc.cluster.local:8080/v2/prices failed: "
+                                             f"unexpected response (attempt {i})") for i in range(15)])
+    results.logs("quorna", [(-3400 + i * 200, "", f"served {100 + i} price lookups") for i in range(17)])
+    results.kubernetes({"services": [{"name": "quorna", "namespace": "shop", "selector": {"app": "quorna"}}]})
+    results.changes([(-1500, "quorna", "rollout", "Deployment quorna: image quorna:4.2.0 -> quorna:4.3.0")])
+    found = localise(results.items, ["trelby"])
+    assert (found.outcome, found.reason, found.root) == ("undetermined", "dependency_changed", "trelby")
+    ranking = found.ranking()
+    assert [c["service"] for c in ranking[:2]] == ["trelby", "quorna"]
+    assert ranking[1]["explains"] == ["trelby"] and [e["tool"] for e in ranking[1]["evidence"]] == ["query_changes"]
+
+
 def test_nothing_deviating_is_nothing_wrong():
     results = Results()
     results.metric({"__name__": "http_request_duration_seconds", "service": "pemvak"}, flat(0.1))
