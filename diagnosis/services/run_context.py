@@ -77,7 +77,7 @@ def run_finish_succeeded(run: DiagnosisRun, publish, *, result: RunResult, statu
     with transaction.atomic():
         publish("status", {"status": Status.SUCCESS, **status_event})
         _commit(publish)
-        return run_succeed(run_id=run.run_id, result=result, counts=counts, token=lease.token if lease else None)
+        return run_succeed(run_id=run.run_id, result=result, counts=counts, token=lease.token if lease else None, run=run)
 
 
 def run_keep_alive(run: DiagnosisRun, publish) -> None:
