@@ -33,6 +33,7 @@ fills it from the database (services/live_progress.py, diagnosis/selectors.py).
 
 from __future__ import annotations
 
+import copy
 import json
 import logging
 import threading
@@ -172,6 +173,7 @@ class DbRunObserver:
         self._step_updates: list[tuple[int, dict]] = []
         self._served_by: ServedBy | None = None
         self._records: dict[str, list] = {}  # invocation id -> [tool, status, result, decoded]: see `lookup`
+        self._started: dict[int, AgentStep] = {}  # steps written and not yet ended: see `_write_steps`
         self.current_step_id: int | None = None
         self.step_count = 0
         self.tool_count = 0
@@ -215,10 +217,7 @@ class DbRunObserver:
         with transaction.atomic(savepoint=fence):
             if fence and self.lease is not None:
                 self.lease.fence()
-            for pk, fields in updates:
-                AgentStep.objects.filter(pk=pk).update(**fields)
-            if step is not None:
-                step.save(force_insert=True)
+            self._write_steps(updates, step)
             if invocations:
                 ToolInvocation.objects.bulk_create(invocations)
             if events:
@@ -226,6 +225,35 @@ class DbRunObserver:
             for seq, kind, data in outbox:
                 publish_event(self.run_pk, seq, self.published_seq, kind, data)
                 self.published_seq = seq
+
+    def _write_steps(self, updates: list[tuple[int, dict]], step: AgentStep | None) -> None:
+        """The ended steps' end columns and the new step's row. Where a multi-row INSERT returns its rows' ids
+        even when a row met its unique key (SQLite, PostgreSQL, MariaDB 10.5+), one statement: the ended
+        steps are inserted again with the new one, and on (run, step_index) only their end columns change.
+        Elsewhere (MySQL 8) an UPDATE per ended step and an INSERT."""
+        started = [self._started.get(pk) for pk, _ in updates]
+        if step is not None and updates and all(started) and connection.features.can_return_rows_from_bulk_insert:
+            ended = []
+            for row, (pk, fields) in zip(started, updates):
+                again = copy.copy(row)
+                again.pk = None
+                for name, value in fields.items():
+                    setattr(again, name, value)
+                ended.append(again)
+            target = ["run", "step_index"] if connection.features.supports_update_conflicts_with_target else None
+            AgentStep.objects.bulk_create([*ended, step], update_conflicts=True, unique_fields=target,
+                                          update_fields=list(updates[0][1]))  # MySQL: its one unique key besides the id
+            if [row.pk for row in ended] != [pk for pk, _ in updates] or step.pk is None:
+                raise RuntimeError(f"run {self.run_id}: the database did not return the steps' ids in order")
+        else:
+            for pk, fields in updates:
+                AgentStep.objects.filter(pk=pk).update(**fields)
+            if step is not None:
+                step.save(force_insert=True)
+        for pk, _ in updates:
+            self._started.pop(pk, None)
+        if step is not None:
+            self._started[step.pk] = step
 
     # -- steps ---------------------------------------------------------------------------------------
     def step_start(self, *, node: str, agent: str, attempt: int, model_input: Any, model_name: str) -> int:
