@@ -63,8 +63,10 @@ class LeaseLost(BaseException):
 
 def _move(*, run_id: str, source: set[str], target: str, token: str | None = None, run: DiagnosisRun | None = None,
           **fields) -> DiagnosisRun:
-    """The conditional UPDATE. With `run` (the caller's copy of the row), the moved run is that copy with the
-    columns just written, not read again."""
+    """The conditional UPDATE: one statement, atomic by itself, so it needs no transaction (or savepoint)
+    of its own: alone it commits at once, inside a caller's transaction it joins it, and a refusal writes
+    nothing. With `run` (the caller's copy of the row), the moved run is that copy with the columns just
+    written, not read again."""
     for status in source:
         if target not in ALLOWED_MOVES[status]:
             raise RunTransitionError(run_id, status, target)
@@ -85,7 +87,6 @@ def _move(*, run_id: str, source: set[str], target: str, token: str | None = Non
     return moved
 
 
-@transaction.atomic(savepoint=False)  # one statement; a refusal raises through the caller's transaction
 def run_claim(*, run_id: str, task_id: str = "", run: DiagnosisRun | None = None) -> DiagnosisRun:
     """PENDING -> RUNNING, atomically: only one worker can win; the winner's claim token is on the row.
     `run`: the caller's copy of the row, returned moved (see `_move`)."""
@@ -133,7 +134,6 @@ def _result_columns(result: RunResult | None, counts: RunCounts | None, *, answe
     return columns
 
 
-@transaction.atomic(savepoint=False)  # one statement; a refusal raises through the caller's transaction
 def run_succeed(*, run_id: str, result: RunResult, counts: RunCounts | None = None,
                 token: str | None = None, run: DiagnosisRun | None = None) -> DiagnosisRun:
     """RUNNING -> SUCCESS with the answer and its audit (verdict, evaluation, trace) and the counts.

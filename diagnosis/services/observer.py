@@ -4,15 +4,17 @@ One `DbRunObserver` per executing run. It is the run's `publish` callable, its s
 invocation recorder and the Gatekeeper's invocation lookup, and it holds the run's lease.
 
 **Grouped commits.** Steps, tool invocations and progress events are buffered in memory and written
-together, one transaction per group, at the moments a reader needs them:
+together, one transaction per group, only where a reader or a crash needs them:
 
-- before each model call (the step row, RUNNING, is visible while the model works) and before a tool
-  call (a model step that asked for tools);
-- before the Gatekeeper reads the run's tool calls back (`lookup`);
-- inside the result's own transaction (`run_finish_*` in services/run_context.py), and with the claim.
+- with the claim;
+- before each model call (the step row, RUNNING, is visible while the model works, with everything
+  since the last group: the previous step's end, the tool calls, the node events);
+- inside the result's own transaction (`run_finish_*` in services/run_context.py).
 
-Events of one group go in one multi-row INSERT; a run writes about ten transactions instead of one
-per row.
+Tool calls and the Gatekeeper's read-back commit nothing: `lookup` answers this execution's own
+invocations from memory. A group is a few multi-row statements: a step's end and the next step's start
+are one upsert (where the database returns its ids, see `_write_steps`), the invocations one INSERT,
+the events one INSERT. A 6-call diagnosis commits 8 times (claim, 6 model calls, result).
 
 **Fencing.** Every group starts with a heartbeat UPDATE that matches only while the run is RUNNING
 under this worker's claim token (`RunLease.fence`). The UPDATE locks the run row, so it serialises with
