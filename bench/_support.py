@@ -28,6 +28,16 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+
+def use_code(root: Path) -> None:
+    """Run the service from another checkout of this repository (e.g. the main branch's, to measure a change
+    side by side with the code before it, with the same bench): call before `bench_database`."""
+    global ROOT
+    ROOT = Path(root).resolve()
+    if not (ROOT / "diagnosis" / "__init__.py").is_file():
+        raise SystemExit(f"{ROOT} is not a checkout of this service")
+    sys.path.insert(0, str(ROOT))
+
 MYSQL_HOST, MYSQL_PORT, MYSQL_USER = "127.0.0.1", 3306, "root"
 BENCH_REDIS_URL = "redis://127.0.0.1:6379/14"  # the benches' own Redis database; never another one
 

@@ -13,6 +13,9 @@ on the payment-db-pool-exhaustion scenario, with the same per-layer breakdown.
     .venv/bin/python bench/run_overhead.py --mysql    # MariaDB/MySQL at 127.0.0.1:3306, database bench_run_overhead
     .venv/bin/python bench/run_overhead.py --sqlite-tuned   # what-if: SQLite WAL + IMMEDIATE (bench/whatif_settings.py)
     .venv/bin/python bench/run_overhead.py --mysql --db-name bench_mine   # beside another run of the bench
+    .venv/bin/python bench/run_overhead.py --mysql --code /work/main      # another checkout's service, same bench
+
+Statements and commits are counted inside `run_execute` only (creating the run is the request's work).
 """
 
 from __future__ import annotations
@@ -89,13 +92,15 @@ def instrument(timer: LayerTimer) -> Patches:
 
 class SqlCounter:
     """SQL statements by verb and the time inside the driver's execute; with `track(connection)`, also
-    COMMITs and autocommit switches (each one more round trip to a MySQL server)."""
+    COMMITs, autocommit switches (each one more round trip to a MySQL server) and the writes run in
+    autocommit (each one a transaction, and a commit, of its own)."""
 
     def __init__(self):
         self.count: dict[str, int] = {}
         self.seconds = 0.0
         self.commits = 0
         self.autocommit_switches = 0
+        self.autocommit_writes = 0
         self.patches = Patches()
 
     def track(self, connection) -> None:
@@ -115,6 +120,8 @@ class SqlCounter:
     def __call__(self, execute, sql, params, many, context):
         verb = sql.lstrip().split(None, 1)[0].upper()
         self.count[verb] = self.count.get(verb, 0) + 1
+        if verb in ("INSERT", "UPDATE", "DELETE") and not context["connection"].in_atomic_block:
+            self.autocommit_writes += 1
         start = time.perf_counter()
         try:
             return execute(sql, params, many, context)
@@ -130,10 +137,10 @@ def new_run(user, question: str = QUESTION):
     return DiagnosisRun.objects.create(session=session, question=question)
 
 
-def execute(user, timer: LayerTimer | None = None):
+def execute(user, timer: LayerTimer | None = None, run=None):
     from diagnosis.services.execution import run_execute
 
-    run = new_run(user)
+    run = run or new_run(user)
     start = time.perf_counter()
     if timer is None:
         run_execute(run_id=run.run_id)
@@ -177,13 +184,13 @@ def measure(label: str, user, *, model_factory, runs: int, seconds: float, warmu
             execute(user)
         rows = check_run(execute(user)[1], verdict="PASS" if model_factory is ScriptedModel else None)
 
-        sql = SqlCounter()
+        sql, sql_runs = SqlCounter(), 5
+        counted = [new_run(user) for _ in range(sql_runs)]  # created outside the count
         sql.track(connection)
         try:
             with connection.execute_wrapper(sql):
-                sql_runs = 5
-                for _ in range(sql_runs):
-                    execute(user)
+                for run in counted:
+                    execute(user, run=run)
         finally:
             sql.patches.undo()
 
@@ -210,7 +217,8 @@ def measure(label: str, user, *, model_factory, runs: int, seconds: float, warmu
         p.undo()
     return {"label": label, "plain": plain, "cpu": cpu, "instrumented": instrumented, "layers": layers, "rows": rows,
             "sql": {verb: n / sql_runs for verb, n in sorted(sql.count.items())}, "sql_seconds": sql.seconds / sql_runs,
-            "commits": sql.commits / sql_runs, "switches": sql.autocommit_switches / sql_runs, "calls": calls}
+            "commits": sql.commits / sql_runs, "switches": sql.autocommit_switches / sql_runs,
+            "autocommit_writes": sql.autocommit_writes / sql_runs, "calls": calls}
 
 
 def report(result: dict, *, model_calls: float, engine: str, exclude_tools: bool = False) -> dict:
@@ -225,8 +233,9 @@ def report(result: dict, *, model_calls: float, engine: str, exclude_tools: bool
     sql_total = sum(result["sql"].values())
     print("SQL statements per run: " + ", ".join(f"{verb} {n:g}" for verb, n in result["sql"].items())
           + f" (total {sql_total:g}; {result['sql_seconds'] * 1000:.2f} ms inside the driver's execute)")
-    print(f"transactions per run: {result['commits']:g} explicit COMMITs (atomic blocks), {result['switches']:g} autocommit "
-          f"switches; every statement outside an atomic block commits on its own")
+    print(f"transactions per run: {result['commits'] + result['autocommit_writes']:g} commits = {result['commits']:g} explicit "
+          f"COMMITs (atomic blocks) + {result['autocommit_writes']:g} writes in autocommit (each commits on its own); "
+          f"{result['switches']:g} autocommit switches")
     print(f"runs timed: {len(result['plain'])} plain + {len(result['instrumented'])} instrumented, interleaved")
     print(f"total per run (plain)          median {plain_med * 1000:8.2f} ms   p95 {plain_p95 * 1000:8.2f} ms")
     print(f"total per run (instrumented)   median {inst_med * 1000:8.2f} ms   p95 {inst_p95 * 1000:8.2f} ms")
@@ -271,7 +280,13 @@ def main() -> None:
     parser.add_argument("--sqlite-tuned", action="store_true",
                         help="what-if: SQLite with WAL, synchronous=NORMAL, IMMEDIATE transactions (bench/whatif_settings.py)")
     parser.add_argument("--skip-offline", action="store_true", help="only part 1")
+    parser.add_argument("--code", type=Path, default=None,
+                        help="run the service from this checkout (e.g. /work/main, the code before a change), same bench")
     args = parser.parse_args()
+    if args.code is not None:
+        import _support
+
+        _support.use_code(args.code)
     if args.sqlite_tuned and args.mysql:
         parser.error("--sqlite-tuned applies to SQLite only")
     if args.mysql_port is not None:
@@ -288,7 +303,10 @@ def main() -> None:
         from diagnosis.services.knowledge import knowledge_load_folder
         from diagnosis.tools.backends.demo import DemoBackend
 
+        import diagnosis
+
         print(machine_line())
+        print(f"service code: {Path(diagnosis.__file__).resolve().parents[1]}")
         print(f"database: {db.engine}{' (what-if: bench/whatif_settings.py)' if args.sqlite_tuned else ''} "
               f"({settings.DATABASES['default']['ENGINE']}), cache: "
               f"{settings.CACHES['default']['BACKEND'].rsplit('.', 1)[-1]}, DEBUG={settings.DEBUG}")

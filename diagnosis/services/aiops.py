@@ -29,7 +29,6 @@ from diagnosis.graph.engine import GraphRunError
 from diagnosis.graph.trace import build_orchestration_trace
 from diagnosis.models import DiagnosisRun
 from diagnosis.redaction import redact_text, redact_value
-from diagnosis.services import memory
 from diagnosis.services.run_context import RunContext
 from diagnosis.services.submission import RunRefused, run_submit
 from diagnosis.structured_diagnosis import claim_id_ok, empty_diagnosis, no_records, records_resolver, service_of
@@ -306,9 +305,7 @@ def aiops_execute(rc: RunContext) -> DiagnosisRun | None:
     publish(REPORT_EVENT, {"reportMarkdown": report, "degraded": outcome.degraded,
                            "citedInvocationIds": outcome.cited_invocation_ids,
                            "alertsTotal": len(outcome.alerts), "alertsSource": outcome.alerts_source})
-    done = rc.succeed(RunResult(answer=report, degraded=outcome.degraded, self_evaluation=evaluation,
+    return rc.succeed(RunResult(answer=report, degraded=outcome.degraded, self_evaluation=evaluation,
                                 effective_verdict=known_verdict(outcome.verdict()),
                                 diagnosis=aiops_diagnosis(outcome, rc.agent),
                                 orchestration_trace=outcome.orchestration_trace))
-    memory.memory_append(session=run.session, run=done)
-    return done

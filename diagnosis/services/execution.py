@@ -109,7 +109,7 @@ def run_execute(*, run_id: str, task_id: str = "", retried: bool = False) -> Dia
             return run_fail_unclaimed(run)
         try:
             with transaction.atomic():  # the claim commits with its RUNNING event
-                run = run_claim(run_id=run_id, task_id=task_id)
+                run = run_claim(run_id=run_id, task_id=task_id, run=run)
                 lease = RunLease(run.run_id, run.claim_token)
                 publish = DbRunObserver(run, lease=lease)
                 publish("status", {"status": Status.RUNNING, "runId": run.run_id})

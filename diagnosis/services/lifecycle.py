@@ -61,7 +61,12 @@ class LeaseLost(BaseException):
         super().__init__(f"run {run_id} is no longer RUNNING under this worker's claim ({current or 'missing'})")
 
 
-def _move(*, run_id: str, source: set[str], target: str, token: str | None = None, **fields) -> DiagnosisRun:
+def _move(*, run_id: str, source: set[str], target: str, token: str | None = None, run: DiagnosisRun | None = None,
+          **fields) -> DiagnosisRun:
+    """The conditional UPDATE: one statement, atomic by itself, so it needs no transaction (or savepoint)
+    of its own: alone it commits at once, inside a caller's transaction it joins it, and a refusal writes
+    nothing. With `run` (the caller's copy of the row), the moved run is that copy with the columns just
+    written, not read again."""
     for status in source:
         if target not in ALLOWED_MOVES[status]:
             raise RunTransitionError(run_id, status, target)
@@ -72,17 +77,22 @@ def _move(*, run_id: str, source: set[str], target: str, token: str | None = Non
         if token:
             raise LeaseLost(run_id, current)
         raise RunTransitionError(run_id, current, target)
-    moved = DiagnosisRun.objects.get(run_id=run_id)
+    if run is not None and run.run_id == run_id:
+        for name, value in {**fields, "status": target}.items():
+            setattr(run, name, value)
+        moved = run
+    else:
+        moved = DiagnosisRun.objects.get(run_id=run_id)
     metrics.run_moved(moved)  # counted once committed
     return moved
 
 
-@transaction.atomic
-def run_claim(*, run_id: str, task_id: str = "") -> DiagnosisRun:
-    """PENDING -> RUNNING, atomically: only one worker can win; the winner's claim token is on the row."""
+def run_claim(*, run_id: str, task_id: str = "", run: DiagnosisRun | None = None) -> DiagnosisRun:
+    """PENDING -> RUNNING, atomically: only one worker can win; the winner's claim token is on the row.
+    `run`: the caller's copy of the row, returned moved (see `_move`)."""
     now = timezone.now()
     return _move(
-        run_id=run_id, source={Status.PENDING}, target=Status.RUNNING,
+        run_id=run_id, source={Status.PENDING}, target=Status.RUNNING, run=run,
         started_at=now, heartbeat_at=now, celery_task_id=task_id[:64], claim_token=secrets.token_hex(16),
     )
 
@@ -95,8 +105,9 @@ def run_heartbeat(*, run_id: str, token: str | None = None) -> bool:
         heartbeat_at=timezone.now()) == 1
 
 
-def _duration_ms(run_id: str, now) -> int | None:
-    started = DiagnosisRun.objects.filter(run_id=run_id).values_list("started_at", "created_at").first()
+def _duration_ms(run_id: str, now, run: DiagnosisRun | None = None) -> int | None:
+    started = ((run.started_at, run.created_at) if run is not None and run.run_id == run_id else
+               DiagnosisRun.objects.filter(run_id=run_id).values_list("started_at", "created_at").first())
     if not started:
         return None
     begin = started[0] or started[1]
@@ -123,17 +134,16 @@ def _result_columns(result: RunResult | None, counts: RunCounts | None, *, answe
     return columns
 
 
-@transaction.atomic
 def run_succeed(*, run_id: str, result: RunResult, counts: RunCounts | None = None,
-                token: str | None = None) -> DiagnosisRun:
+                token: str | None = None, run: DiagnosisRun | None = None) -> DiagnosisRun:
     """RUNNING -> SUCCESS with the answer and its audit (verdict, evaluation, trace) and the counts.
-    With `token`, only under that claim (LeaseLost otherwise)."""
+    With `token`, only under that claim (LeaseLost otherwise). `run`: the claimed copy (see `_move`)."""
     if not result.answer or not result.answer.strip():
         raise ValueError("a successful run needs a non-empty answer")
     now = timezone.now()
     return _move(
-        run_id=run_id, source={Status.RUNNING}, target=Status.SUCCESS, token=token,
-        answer=result.answer, finished_at=now, heartbeat_at=now, duration_ms=_duration_ms(run_id, now),
+        run_id=run_id, source={Status.RUNNING}, target=Status.SUCCESS, token=token, run=run,
+        answer=result.answer, finished_at=now, heartbeat_at=now, duration_ms=_duration_ms(run_id, now, run),
         **_result_columns(result, counts, answer=result.answer),
     )
 

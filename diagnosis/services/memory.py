@@ -61,6 +61,12 @@ def memory_turns(*, session: ChatSession) -> list[dict]:
 
 
 def memory_append(*, session: ChatSession, run: DiagnosisRun) -> None:
+    memory_cache(session=session, turns=memory_record(session=session, run=run))
+
+
+def memory_record(*, session: ChatSession, run: DiagnosisRun) -> list[dict]:
+    """The database half of `memory_append` (the session's summary and last-message time), for a caller's
+    transaction; returns the turns for `memory_cache` once that transaction is committed."""
     turns = [t for t in memory_turns(session=session) if t.get("run_id") != run.run_id] + [_turn(run)]
     if len(turns) > RECENT_TURNS:
         older, turns = turns[:-RECENT_TURNS], turns[-RECENT_TURNS:]
@@ -69,6 +75,10 @@ def memory_append(*, session: ChatSession, run: DiagnosisRun) -> None:
         ChatSession.objects.filter(pk=session.pk).update(summary=summary)
         session.summary = summary
     ChatSession.objects.filter(pk=session.pk).update(last_message_at=run.finished_at or run.created_at)
+    return turns
+
+
+def memory_cache(*, session: ChatSession, turns: list[dict]) -> None:
     _cache_set(_key(session), turns)
 
 

@@ -4,15 +4,17 @@ One `DbRunObserver` per executing run. It is the run's `publish` callable, its s
 invocation recorder and the Gatekeeper's invocation lookup, and it holds the run's lease.
 
 **Grouped commits.** Steps, tool invocations and progress events are buffered in memory and written
-together, one transaction per group, at the moments a reader needs them:
+together, one transaction per group, only where a reader or a crash needs them:
 
-- before each model call (the step row, RUNNING, is visible while the model works) and before a tool
-  call (a model step that asked for tools);
-- before the Gatekeeper reads the run's tool calls back (`lookup`);
-- inside the result's own transaction (`run_finish_*` in services/run_context.py), and with the claim.
+- with the claim;
+- before each model call (the step row, RUNNING, is visible while the model works, with everything
+  since the last group: the previous step's end, the tool calls, the node events);
+- inside the result's own transaction (`run_finish_*` in services/run_context.py).
 
-Events of one group go in one multi-row INSERT; a run writes about ten transactions instead of one
-per row.
+Tool calls and the Gatekeeper's read-back commit nothing: `lookup` answers this execution's own
+invocations from memory. A group is a few multi-row statements: a step's end and the next step's start
+are one upsert (where the database returns its ids, see `_write_steps`), the invocations one INSERT,
+the events one INSERT. A 6-call diagnosis commits 8 times (claim, 6 model calls, result).
 
 **Fencing.** Every group starts with a heartbeat UPDATE that matches only while the run is RUNNING
 under this worker's claim token (`RunLease.fence`). The UPDATE locks the run row, so it serialises with
@@ -33,14 +35,14 @@ fills it from the database (services/live_progress.py, diagnosis/selectors.py).
 
 from __future__ import annotations
 
+import copy
+import json
 import logging
 import threading
 from typing import Any, Callable, Collection, Iterable
 
 from django.conf import settings
 from django.db import connection, transaction
-from django.db.models import BigIntegerField, Max
-from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from diagnosis.contracts import step_finished_event, step_started_event, tool_event
@@ -119,20 +121,27 @@ class RunLease:
         self.stop()
 
 
-def _last_event_place(run_pk: int) -> int | None:
-    return RunEvent.objects.filter(run_id=run_pk).aggregate(
-        m=Max(Coalesce("seq", "id", output_field=BigIntegerField())))["m"]
+def _run_places(run_pk: int) -> tuple[int | None, int, int]:
+    """(last step index, place of the run's last progress event, number of tool invocations), in one read:
+    what an earlier execution of the run left. The place is 0 before the first event; an event from
+    before the shared numbering counts by its primary key, so later events follow it."""
+    q = connection.ops.quote_name
+    steps, calls, events = (q(model._meta.db_table) for model in (AgentStep, ToolInvocation, RunEvent))
+    where = f"WHERE {q('run_id')} = %s"
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT (SELECT MAX({q('step_index')}) FROM {steps} {where}), (SELECT MAX({q('seq')}) FROM {steps} {where}),"
+            f" (SELECT MAX({q('end_seq')}) FROM {steps} {where}), (SELECT MAX({q('seq')}) FROM {calls} {where}),"
+            f" (SELECT COUNT(*) FROM {calls} {where}),"
+            f" (SELECT MAX(COALESCE({q('seq')}, {q('id')})) FROM {events} {where})", [run_pk] * 6)
+        last_index, step_seq, end_seq, call_seq, call_count, event_place = cursor.fetchone()
+    place = max((int(p) for p in (step_seq, end_seq, call_seq, event_place) if p is not None), default=0)
+    return last_index, place, int(call_count)
 
 
 def run_last_seq(run_pk: int) -> int:
-    """The place of the run's last progress event, 0 before its first (an event from before the shared
-    numbering counts by its primary key, so later events follow it)."""
-    places = [
-        _last_event_place(run_pk),
-        *AgentStep.objects.filter(run_id=run_pk).aggregate(s=Max("seq"), e=Max("end_seq")).values(),
-        ToolInvocation.objects.filter(run_id=run_pk).aggregate(m=Max("seq"))["m"],
-    ]
-    return max((p for p in places if p is not None), default=0)
+    """The place of the run's last progress event, 0 before its first (see `_run_places`)."""
+    return _run_places(run_pk)[1]
 
 
 def run_event_append(*, run_pk: int, kind: str, data: dict) -> RunEvent:
@@ -153,20 +162,20 @@ class DbRunObserver:
         self.run_pk = run.pk
         self.run_id = run.run_id
         self.session_id = run.session.session_id
-        # What an earlier execution of the run left (a retry after a lost worker): three reads.
-        steps = AgentStep.objects.filter(run_id=run.pk).aggregate(i=Max("step_index"), s=Max("seq"), e=Max("end_seq"))
-        calls = list(ToolInvocation.objects.filter(run_id=run.pk).values_list("invocation_id", "seq"))
-        self.next_index = 0 if steps["i"] is None else steps["i"] + 1
-        self._used_ids = {invocation_id for invocation_id, _ in calls}
-        # The place of the run's last event (see run_last_seq); the next one is seq + 1.
-        self.seq = max((p for p in (_last_event_place(run.pk), steps["s"], steps["e"], *(seq for _, seq in calls))
-                        if p is not None), default=0)
+        # What an earlier execution of the run left (a retry after a lost worker): one read, and its
+        # invocation ids only when there are some. `seq` is the place of the run's last event.
+        last_index, self.seq, call_count = _run_places(run.pk)
+        self.next_index = 0 if last_index is None else last_index + 1
+        self._used_ids = set(ToolInvocation.objects.filter(run_id=run.pk).values_list("invocation_id", flat=True)
+                             if call_count else ())
         self.published_seq = self.seq or None  # the last event pushed to live readers
         self._events: list[RunEvent] = []
         self._outbox: list[tuple[int, str, dict]] = []  # (seq, kind, data) to push once the group is written
         self._invocations: list[ToolInvocation] = []
         self._step_updates: list[tuple[int, dict]] = []
         self._served_by: ServedBy | None = None
+        self._records: dict[str, list] = {}  # invocation id -> [tool, status, result, decoded]: see `lookup`
+        self._started: dict[int, AgentStep] = {}  # steps written and not yet ended: see `_write_steps`
         self.current_step_id: int | None = None
         self.step_count = 0
         self.tool_count = 0
@@ -210,10 +219,7 @@ class DbRunObserver:
         with transaction.atomic(savepoint=fence):
             if fence and self.lease is not None:
                 self.lease.fence()
-            for pk, fields in updates:
-                AgentStep.objects.filter(pk=pk).update(**fields)
-            if step is not None:
-                step.save(force_insert=True)
+            self._write_steps(updates, step)
             if invocations:
                 ToolInvocation.objects.bulk_create(invocations)
             if events:
@@ -221,6 +227,35 @@ class DbRunObserver:
             for seq, kind, data in outbox:
                 publish_event(self.run_pk, seq, self.published_seq, kind, data)
                 self.published_seq = seq
+
+    def _write_steps(self, updates: list[tuple[int, dict]], step: AgentStep | None) -> None:
+        """The ended steps' end columns and the new step's row. Where a multi-row INSERT returns its rows' ids
+        even when a row met its unique key (SQLite, PostgreSQL, MariaDB 10.5+), one statement: the ended
+        steps are inserted again with the new one, and on (run, step_index) only their end columns change.
+        Elsewhere (MySQL 8) an UPDATE per ended step and an INSERT."""
+        started = [self._started.get(pk) for pk, _ in updates]
+        if step is not None and updates and all(started) and connection.features.can_return_rows_from_bulk_insert:
+            ended = []
+            for row, (pk, fields) in zip(started, updates):
+                again = copy.copy(row)
+                again.pk = None
+                for name, value in fields.items():
+                    setattr(again, name, value)
+                ended.append(again)
+            target = ["run", "step_index"] if connection.features.supports_update_conflicts_with_target else None
+            AgentStep.objects.bulk_create([*ended, step], update_conflicts=True, unique_fields=target,
+                                          update_fields=list(updates[0][1]))  # MySQL: its one unique key besides the id
+            if [row.pk for row in ended] != [pk for pk, _ in updates] or step.pk is None:
+                raise RuntimeError(f"run {self.run_id}: the database did not return the steps' ids in order")
+        else:
+            for pk, fields in updates:
+                AgentStep.objects.filter(pk=pk).update(**fields)
+            if step is not None:
+                step.save(force_insert=True)
+        for pk, _ in updates:
+            self._started.pop(pk, None)
+        if step is not None:
+            self._started[step.pk] = step
 
     # -- steps ---------------------------------------------------------------------------------------
     def step_start(self, *, node: str, agent: str, attempt: int, model_input: Any, model_name: str) -> int:
@@ -246,8 +281,6 @@ class DbRunObserver:
             "end_seq": end_seq,
         }))
         metrics.model_call(handle, model=model_name, status=status, duration_ms=duration_ms, usage=usage)
-        if has_tool_call:
-            self.commit()  # before the tool calls: a slow tool does not hold back the step's end
 
     # -- tool invocations ------------------------------------------------------------------------------
     def serve_from(self, served_by: ServedBy) -> None:
@@ -281,6 +314,7 @@ class DbRunObserver:
             duration_ms=duration_ms, retrieval_details=retrieval_details,
             source_invocation_id=source.pk if source is not None else None, replay_mode=mode, seq=seq,
         ))
+        self._records[invocation_id] = [tool_name, status, result, False]
         self._violations(violations)
         self.tool_count += 1
         metrics.tool_call(tool=tool_name, result=result, status=status, duration_ms=duration_ms)
@@ -288,9 +322,25 @@ class DbRunObserver:
 
     # -- the Gatekeeper's lookup ------------------------------------------------------------------------
     def lookup(self, invocation_ids: Collection[str]) -> Iterable[InvocationRecord]:
-        self.commit()  # the Gatekeeper reads what is written
-        ids = [i for i in invocation_ids if isinstance(i, str)][:500]
-        rows = ToolInvocation.objects.filter(invocation_id__in=ids).values_list(
-            "invocation_id", "run__run_id", "tool_name", "status", "result"
-        )
-        return [InvocationRecord(invocation_id=i, run_id=r, tool_name=t, status=s, result=res) for i, r, t, s, res in rows]
+        """The invocations with these ids. One this execution made is answered from memory, as the database
+        would give it back (its result through JSON), with nothing written first: the Gatekeeper takes a
+        run's own record of an id, so other runs' records of the same id (a replay keeps its source's ids)
+        change nothing. Any other id (another run's, an earlier execution's, an invented one) is read."""
+        ids = list(dict.fromkeys(i for i in invocation_ids if isinstance(i, str)))[:500]
+        found = [self._own_record(i) for i in ids if i in self._records]
+        unknown = [i for i in ids if i not in self._records]
+        if unknown:
+            rows = ToolInvocation.objects.filter(invocation_id__in=unknown).values_list(
+                "invocation_id", "run__run_id", "tool_name", "status", "result")
+            found += [InvocationRecord(invocation_id=i, run_id=r, tool_name=t, status=s, result=res)
+                      for i, r, t, s, res in rows]
+        return found
+
+    def _own_record(self, invocation_id: str) -> InvocationRecord:
+        held = self._records[invocation_id]
+        tool_name, status, result, decoded = held
+        if not decoded:  # once per invocation: the stored JSON's shape (tuples as lists, keys as strings)
+            result = held[2] = json.loads(json.dumps(result))
+            held[3] = True
+        return InvocationRecord(invocation_id=invocation_id, run_id=self.run_id, tool_name=tool_name, status=status,
+                                result=result)

@@ -20,6 +20,7 @@ from diagnosis.contracts import RunCounts, RunResult
 from diagnosis.models import DiagnosisRun
 from diagnosis.ranking_view import ranking_view
 from diagnosis.redaction import redact_value
+from diagnosis.services import memory
 from diagnosis.services.lifecycle import RunTransitionError, run_fail, run_heartbeat, run_succeed
 from diagnosis.services.observer import DbRunObserver, RunLease
 from diagnosis.tools.registry import ToolBox
@@ -73,13 +74,16 @@ def run_finish_failed(run: DiagnosisRun, publish, *, code: str, message: str, pa
 
 def run_finish_succeeded(run: DiagnosisRun, publish, *, result: RunResult, status_event: dict,
                          counts: RunCounts | None = None) -> DiagnosisRun:
-    """SUCCESS with the terminal status event, in one transaction fenced by the worker's claim: a reaped
-    worker saves neither."""
+    """SUCCESS with the terminal status event and the turn in the session's memory, in one transaction
+    fenced by the worker's claim: a reaped worker saves none of them. The memory's cache follows the commit."""
     lease = run_lease_of(publish)
     with transaction.atomic():
         publish("status", {"status": Status.SUCCESS, **status_event})
         _commit(publish)
-        return run_succeed(run_id=run.run_id, result=result, counts=counts, token=lease.token if lease else None)
+        done = run_succeed(run_id=run.run_id, result=result, counts=counts, token=lease.token if lease else None, run=run)
+        turns = memory.memory_record(session=run.session, run=done)
+    memory.memory_cache(session=run.session, turns=turns)
+    return done
 
 
 def run_result_ranked(result: RunResult, *, question: str, outcomes) -> RunResult:

@@ -49,9 +49,7 @@ def diagnosis_execute(rc: RunContext) -> DiagnosisRun | None:
         return rc.fail(code="missing_answer", message="the graph ended without an answer",
                        partial=RunResult(orchestration_trace=result.orchestration_trace,
                                          self_evaluation=result.self_evaluation))
-    done = rc.succeed(result)
-    memory.memory_append(session=run.session, run=done)
-    return done
+    return rc.succeed(result)  # with the turn in the session's memory
 
 
 def simple_execute(rc: RunContext) -> DiagnosisRun | None:
@@ -76,8 +74,6 @@ def simple_execute(rc: RunContext) -> DiagnosisRun | None:
         answer, removed = render_simple_answer(answer, language=question_language(run.question),
                                                prompt_echoed=prompt_echoed)
     rules = {"budget": budget.to_dict(), "fallback_used": bool(reason), "fallback_reason": reason or None}
-    done = rc.succeed(RunResult(answer=answer, degraded=bool(reason), self_evaluation={
+    return rc.succeed(RunResult(answer=answer, degraded=bool(reason), self_evaluation={
         "rule_evaluation": rules, "prompt_audit": prompt_audit(),
         "simple_audit": {"evidence_checked": False, "removed": removed}}))
-    memory.memory_append(session=run.session, run=done)
-    return done

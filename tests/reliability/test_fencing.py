@@ -61,12 +61,14 @@ def test_every_write_of_a_reaped_worker_is_refused(make_run, settings):
 
     def finished(o):
         o.step_finish(step, status="COMPLETED", model_output={}, duration_ms=1, usage=None, has_tool_call=True,
-                      error="", model_name="m")  # a step that asked for tools commits before them
+                      error="", model_name="m")  # buffered until the next commit point
+        o.commit()
 
     def invocation(o):
         o.record(tool_name="query_logs", arguments={}, status="SUCCESS", result={}, truncated=False,
                  error_message="", duration_ms=1, retrieval_details=None)
-        o.lookup(["inv-00000000"])  # the Gatekeeper reads what is written
+        assert [r.run_id for r in o.lookup([o._invocations[0].invocation_id])] == [run.run_id]  # from memory
+        o.commit()
 
     def event(o):
         o("node", {"node": "executor"})

@@ -24,10 +24,11 @@ WRITE = re.compile(r"^\s*(INSERT|UPDATE|DELETE)\b", re.IGNORECASE)
 
 @contextmanager
 def counted():
-    seen = {"statements": 0, "commits": 0}
+    seen = {"statements": 0, "commits": 0, "sql": []}
 
     def wrapper(execute, sql, params, many, context):
         seen["statements"] += 1
+        seen["sql"].append(sql)
         if WRITE.match(sql) and not context["connection"].in_atomic_block:
             seen["commits"] += 1  # autocommit: the statement is its own transaction
         return execute(sql, params, many, context)
@@ -51,13 +52,14 @@ def test_a_diagnosis_is_written_in_a_few_fenced_groups(make_run, demo_knowledge)
     steps = AgentStep.objects.filter(run=run).count()
     rows = steps + ToolInvocation.objects.filter(run=run).count() + RunEvent.objects.filter(run=run).count()
     events = len(run_events_after(run_pk=run.pk, after=0))
-    print(f"\n{steps} steps, {rows} rows, {events} progress events: {seen}")
+    print(f"\n{steps} steps, {rows} rows, {events} progress events: {seen['statements']} statements, {seen['commits']} commits")
     assert steps >= 5 and events >= 20
     # A step tells its start and end, an invocation its call: only the other events are rows of their own.
     assert rows == events - steps, (rows, events, steps)
-    # The claim, one group before each model call and before tool calls, the Gatekeeper's read, the
-    # result. (One transaction per row and per event was 47 commits for this run.)
-    assert seen["commits"] <= 2 * steps + 3, seen
+    # The claim, one group before each model call, the result (with the session's memory). Tool calls
+    # and the Gatekeeper's reads commit nothing. (One transaction per row and per event was 47 commits
+    # for this run; a group before tool calls and each Gatekeeper read, 13.)
+    assert seen["commits"] <= steps + 2, seen
     # A group is a few statements whatever it holds: an event or a row is not a statement of its own
     # (one per event would be about 30 more).
     assert seen["statements"] <= 6 * seen["commits"], seen
@@ -97,3 +99,60 @@ def test_a_log_written_before_the_shared_numbering_is_read_by_primary_key_and_co
         (old[-1].pk + 1, "node"), (old[-1].pk + 2, "status")]
     assert end.seq == old[-1].pk + 2
     assert [e.kind for e in run_events_after(run_pk=run.pk, after=old[0].pk)] == ["step", "tool", "node", "status"]
+
+
+def _observer_with_one_call(run, result):
+    from diagnosis.services.lifecycle import run_claim
+    from diagnosis.services.observer import DbRunObserver, RunLease
+
+    run = run_claim(run_id=run.run_id)
+    observer = DbRunObserver(run, lease=RunLease(run.run_id, run.claim_token))
+    step = observer.step_start(node="executor", agent="executor", attempt=1, model_input=[], model_name="m")
+    invocation_id = observer.record(tool_name="query_logs", arguments={}, status="SUCCESS", result=result,
+                                    truncated=False, error_message="", duration_ms=1, retrieval_details=None)
+    return observer, step, invocation_id
+
+
+def test_the_gatekeeper_reads_the_run_s_own_calls_from_memory_as_the_database_would_return_them(make_run):
+    """No commit and no read for the run's own invocation; its result has the stored JSON's shape; an id
+    the run does not hold is still read (another run's record, for the Gatekeeper's other-run check)."""
+    other, _, other_id = _observer_with_one_call(make_run("q1"), {"n": 1})
+    other.commit()
+    observer, _, own_id = _observer_with_one_call(make_run("q2"), {"pair": (1, 2), 3: "x"})
+    with counted() as seen:
+        [record] = observer.lookup([own_id, own_id, 7])
+    assert (seen["statements"], seen["commits"]) == (0, 0)
+    assert (record.invocation_id, record.run_id, record.tool_name, record.status) == (
+        own_id, observer.run_id, "query_logs", "SUCCESS")
+    assert record.result == {"pair": [1, 2], "3": "x"}  # tuples as lists, keys as strings: the JSON
+    assert observer._invocations, "looking up wrote nothing"
+    with counted() as seen:
+        records = observer.lookup([own_id, other_id])
+    assert seen["statements"] == 1 and seen["commits"] == 0
+    assert {(r.invocation_id, r.run_id) for r in records} >= {(own_id, observer.run_id), (other_id, other.run_id)}
+
+
+@pytest.mark.parametrize("returns_ids", [True, False], ids=["upsert", "update-then-insert"])
+def test_a_step_s_end_and_the_next_step_s_start_are_written_together(make_run, returns_ids):
+    """Where the database returns a multi-row INSERT's ids, one upsert writes the ended step's end
+    columns (its id, start and input kept) and the new step; elsewhere an UPDATE and an INSERT."""
+    observer, first, _ = _observer_with_one_call(make_run("q"), {"n": 1})
+    before = AgentStep.objects.values("pk", "started_at", "model_input", "seq").get(pk=first)
+    observer.step_finish(first, status="COMPLETED", model_output={"ok": True}, duration_ms=5, usage=None,
+                         has_tool_call=True, error="", model_name="m")
+    features = connection.features
+    with mock.patch.object(type(features), "can_return_rows_from_bulk_insert",
+                           new=returns_ids and features.can_return_rows_from_bulk_insert), counted() as seen:
+        second = observer.step_start(node="verifier", agent="verifier", attempt=1, model_input=["p"], model_name="m")
+    steps = (["INSERT agent_step"] if returns_ids and features.can_return_rows_from_bulk_insert
+             else ["UPDATE agent_step", "INSERT agent_step"])
+    written = [" ".join(re.findall(r"^(\w+)\s+(?:INTO\s+)?\W?(\w+)", sql)[0]) for sql in seen["sql"]
+               if not sql.startswith("BEGIN")]  # SQLite's BEGIN IMMEDIATE is its transaction's start
+    assert written == ["UPDATE diagnosis_run", *steps, "INSERT tool_invocation"] and seen["commits"] == 1, seen
+    ended = AgentStep.objects.get(pk=first)
+    assert {k: getattr(ended, k) for k in before} == before  # the same row, its start untouched
+    assert (ended.status, ended.model_output, ended.duration_ms, ended.has_tool_call) == ("COMPLETED", {"ok": True}, 5, True)
+    assert ended.end_seq is not None and ended.end_seq > ended.seq
+    started = AgentStep.objects.get(pk=second)
+    assert second != first and (started.step_index, started.status, started.model_input) == (1, "RUNNING", ["p"])
+    assert ToolInvocation.objects.get(run=observer.run).step_id == first
