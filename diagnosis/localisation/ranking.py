@@ -191,6 +191,12 @@ def _one_per_series_name(signals: list[Signal]) -> list[Signal]:
     return out + list(best.values())
 
 
+# What a datastore, cache or queue shows when it is the one failing: its connections run out, its memory
+# reaches the ceiling it was given (a cache's maxmemory, a broker's watermark) and it refuses writes or blocks
+# publishers. Named by its role, the dependency that failed; the memory series stays its evidence.
+_ROLE_SHOWS = frozenset({"resource.pool", "resource.memory"})
+
+
 def cause_kind(candidate: Candidate, context: list[Signal], caller_lines: list[str], texts: list[str],
                names: set[str] = frozenset(), own_lines: list[str] = (), external: set[str] = frozenset()) -> None:
     """The candidate's kind: votes of its own signals, of the lines callers wrote about it, of changes on it
@@ -218,7 +224,7 @@ def cause_kind(candidate: Candidate, context: list[Signal], caller_lines: list[s
                 votes.update({k: v * (1.5 if _symptom_only(candidate) else 0.5) for k, v in change_votes.items()})
     own = [s.text for s in candidate.signals if s.source == "metric"]
     role = candidate.role = role_of(candidate.service, texts, own, external)
-    if role and (not votes or max(votes, key=votes.get) in GENERIC | {"resource.pool"}):
+    if role and (not votes or max(votes, key=votes.get) in GENERIC | _ROLE_SHOWS):
         votes[role] += max(votes.values(), default=0) + 0.5
     specific = [k for k in votes if k not in GENERIC]
     if specific and max(votes[k] for k in specific) >= 1.0:

@@ -164,12 +164,49 @@ def _within_relative(values: list[float]) -> bool:
     return high - low < 0.95 * MIN_RELATIVE * floor
 
 
+# A usage series and its ceiling, by the exporters' naming (``redis_memory_used_bytes`` and
+# ``redis_memory_max_bytes``, ``jvm_memory_used_bytes`` and ``jvm_memory_max_bytes``, ``process_open_fds`` and
+# ``process_max_fds``, ``hikaricp_connections_active`` and ``hikaricp_connections_max``).
+_IN_USE = ("used", "usage", "active", "open", "current", "inuse")
+_CEILING = ("max", "limit")
+AT_LIMIT = 0.97  # of its ceiling, a usage series is at it
+BELOW_LIMIT = 0.9  # its baseline below this share of the ceiling: reaching it is new
+
+
+def _ceilings(evidence: Evidence) -> dict[int, float]:
+    """The ceiling of each usage series that has one: a constant sibling series on the same labels whose
+    name says max or limit where the usage series says used, active or open."""
+    by_key = {}
+    for s in evidence.series:
+        if s.values:
+            by_key[(s.name, tuple(sorted((k, v) for k, v in s.labels.items() if k != "__name__")))] = s
+    out = {}
+    for (name, rest), s in by_key.items():
+        tokens = name.split("_")
+        for i, token in enumerate(tokens):
+            if token not in _IN_USE:
+                continue
+            for ceiling in _CEILING:
+                other = by_key.get(("_".join(tokens[:i] + [ceiling] + tokens[i + 1:]), rest))
+                if other is not None and min(other.values) == max(other.values) > 0:
+                    out[id(s)] = other.values[0]
+    return out
+
+
+def _reached_ceiling(moved: Shift, ceiling: float | None) -> bool:
+    """A usage series that rose to its ceiling and stays there: saturated, however noisy its baseline was
+    (the robust score measures a shift against the baseline's noise; a ceiling needs no such yardstick)."""
+    return (ceiling is not None and moved.sustained and moved.direction > 0 and moved.level >= AT_LIMIT * ceiling
+            and moved.baseline <= BELOW_LIMIT * ceiling)
+
+
 def metric_signals(evidence: Evidence) -> list[Signal]:
     signals = []
     end = evidence.window[1] if evidence.window else None
     services: set[str] | None = None
     derived = _derived(evidence)
     replaced = _replaced(derived)
+    ceilings = _ceilings(evidence)
     for series, name, times, values in derived:
         entity = service_of(series.labels)
         if not entity:
@@ -188,7 +225,10 @@ def metric_signals(evidence: Evidence) -> list[Signal]:
         if _within_relative(values):
             continue  # it never moved MIN_RELATIVE from any level it had: no shift of it can count
         moved = shift(times, values)
-        if moved is None or not moved.sustained or moved.score < MIN_SCORE or moved.relative < MIN_RELATIVE:
+        if moved is None or not moved.sustained or moved.relative < MIN_RELATIVE:
+            continue
+        at_ceiling = _reached_ceiling(moved, ceilings.get(id(series)))
+        if moved.score < MIN_SCORE and not at_ceiling:
             continue
         bad = bad_direction(name, kind)
         if bad and moved.direction != bad:
@@ -197,8 +237,11 @@ def metric_signals(evidence: Evidence) -> list[Signal]:
         strength = min(1.0, 0.3 + 0.1 * math.log2(1 + moved.score) + (0.2 if moved.relative > 1 else 0))
         if kind == "traffic":
             strength *= 0.5
+        if at_ceiling:
+            strength = max(strength, 0.8)
         signals.append(Signal(entity, "metric", kind, moved.onset, strength, [series.ref], name, fault=fault,
-                              detail={"shift": moved, "name": name, "labels": series.labels}))
+                              detail={"shift": moved, "name": name, "labels": series.labels,
+                                      **({"ceiling": ceilings[id(series)]} if at_ceiling else {})}))
     return signals
 
 

@@ -169,3 +169,35 @@ def test_with_full_evidence_most_scenarios_are_localised():
         hits += (found.outcome == "nothing_wrong") if truth.get("expected_nothing_wrong") else (
             found.outcome == "root_cause" and found.root == truth["root_cause_service"])
     assert hits >= 17, f"{hits} of {len(SCENARIOS)}"
+
+
+def _cache_at_its_ceiling(with_ceiling: bool) -> Results:
+    """vostrel's Redis, trimble-cache, climbs from a noisy half of its maxmemory to the ceiling at minute 45;
+    its caller's writes fail from minute 46 naming it by its address."""
+    ceiling = 512 * 1024 * 1024
+    noisy = [ceiling * (0.5 + 0.2 * ((i * 7) % 11) / 10) for i in range(45)]
+    results = Results()
+    results.metric({"__name__": "redis_memory_used_bytes", "service": "trimble-cache"},
+                   noisy + [ceiling * (0.999 - 0.001 * (i % 2)) for i in range(15)])
+    if with_ceiling:
+        results.metric({"__name__": "redis_memory_max_bytes", "service": "trimble-cache"}, [float(ceiling)] * 60)
+    results.logs("vostrel", [(-3000 + i * 120, "", f"GET /v1/carts 200 in {40 + i} ms") for i in range(20)]
+                 + [(-(60 - 46) * 60 + i * 45, "ERROR", "cache set failed: OOM command not allowed when used memory > "
+                                                        "'maxmemory'. [redis://trimble-cache:6379/0]") for i in range(12)])
+    return results
+
+
+def test_a_usage_series_that_reached_its_ceiling_is_a_fault_however_noisy_its_baseline():
+    found = localise(_cache_at_its_ceiling(with_ceiling=True).items, ["vostrel"])
+    cache = next(c for c in found.candidates if c.service == "trimble-cache")
+    assert any(s.source == "metric" and s.detail.get("ceiling") == 512 * 1024 * 1024 for s in cache.faults)
+    assert found.candidates[0].service == "trimble-cache"
+    # Without the ceiling series the same shift is within the baseline's noise: the cache shows nothing itself.
+    found = localise(_cache_at_its_ceiling(with_ceiling=False).items, ["vostrel"])
+    assert not any(s.source == "metric" for c in found.candidates if c.service == "trimble-cache" for s in c.faults)
+
+
+def test_a_cache_whose_memory_reached_its_ceiling_is_named_by_its_role():
+    found = localise(_cache_at_its_ceiling(with_ceiling=True).items, ["vostrel"])
+    assert (found.outcome, found.root, found.kind) == ("root_cause", "trimble-cache", "dependency.cache")
+    assert found.top().role == "dependency.cache"
