@@ -107,6 +107,13 @@ def word_votes(text: str, names: set[str] | frozenset = frozenset()) -> Counter:
     return votes
 
 
+def typed_reason(reason: str) -> str | None:
+    """The kind a Kubernetes reason names by itself (OOMKilled, Evicted, FailedScheduling, ErrImagePull,
+    MemoryPressure), or None for the reasons every crash shows whatever its cause (BackOff,
+    CrashLoopBackOff, Error, Unhealthy, Killing)."""
+    return next((kind for pattern, kind in _KUBE_REASONS if pattern.search(reason)), None)
+
+
 def signal_votes(signal: Signal, names: set[str] | frozenset = frozenset()) -> Counter:
     votes: Counter = Counter()
     if signal.source == "metric":

@@ -48,7 +48,7 @@ _DISK = re.compile(r"disk|filesystem|_fs_|volume|inode|storage", re.I)
 _LATENCY = re.compile(r"latency|duration|response_time|_time_|_seconds$|_milliseconds$|_ms$|_us$|delay|rtt", re.I)
 _ERRORS = re.compile(r"error|fail|exception|fault|5xx|reject|dropped|timeouts?(?:_total)?$", re.I)
 _SATURATION = re.compile(r"pool|pending|queue|waiting|inflight|in_flight|active|connections?|threads?|backlog|lag|"
-                         r"utili[sz]ation|saturat|usage|busy|used|conns|clients|sessions|depth|open_fds", re.I)
+                         r"utili[sz]ation|saturat|usage|busy|used|conns|clients|sessions|stat_activity|depth|open_fds", re.I)
 _RESTART = re.compile(r"restart", re.I)
 _GOOD_WHEN_HIGH = re.compile(r"avail|free|hit_ratio|hits|success|_up$|^up$|ready|capacity|limit|quota_remaining", re.I)
 _STATUS_LABELS = ("code", "status", "status_code", "response_code", "http_status", "grpc_code", "outcome")
@@ -110,16 +110,20 @@ def _derived(evidence: Evidence) -> list[tuple[MetricSeries, str, list[float], l
                 t, v = ratio(rates(s.times, s.values), rates(count.times, count.values))
                 out.append((s, name[:-4], t, v))
             continue
-        if name.endswith("_total") or name.endswith("_count"):
-            if name.endswith("_count") and (name[:-6] + "_sum", rest) in by_key:
-                t, v = rates(s.times, s.values)
-                out.append((s, name, t, v))  # throughput of the histogram
-                continue
+        if name.endswith("_total") or name.endswith("_count") and _counts_up(s.values):
+            # A histogram's ``_count`` is its throughput; a ``_count`` that goes down as well as up is a gauge
+            # that counts something now (``pg_stat_activity_count``: the sessions open), read as it is.
             t, v = rates(s.times, s.values)
             out.append((s, name, t, v))
             continue
         out.append((s, name, s.times, s.values))
     return out
+
+
+def _counts_up(values: list[float]) -> bool:
+    """Whether a series only grows, but for resets to near zero (a counter, as a restarted process starts it
+    again)."""
+    return all(b >= a or b < 0.1 * a for a, b in zip(values, values[1:]))
 
 
 _POD_IDENTITY = ("pod", "pod_name", "instance", "id", "container_id", "uid", "pod_ip")
@@ -290,6 +294,21 @@ def _rate_change(times: list[float], low: float, high: float) -> tuple[float, fl
 _TS = operator.attrgetter("ts")
 
 
+STOPPED_P = 0.01  # a template has stopped when a silence this long had under this chance at its own rate
+
+
+def _ongoing(last: float, change: tuple[float, float, int, int] | None, high: float) -> bool:
+    """Whether a template still occurs at the end of the window: its last line is recent (10 minutes, or
+    half the time since its onset), or the silence since is one its own rate since the onset makes likely
+    (three lines in a quarter of an hour leave gaps of ten minutes; three hundred do not)."""
+    gap = high - last
+    since = high - (change[1] if change else high)
+    if gap <= max(600.0, 0.5 * since):
+        return True
+    after = change[3] if change else 0
+    return math.exp(-after * gap / max(since, 60.0)) >= STOPPED_P
+
+
 def _rank_of(level: str) -> int:
     return RANK.get(level, 1)
 
@@ -308,7 +327,7 @@ def log_signals(evidence: Evidence, templates: dict[tuple[str, int], Template]) 
         worst = max({r.level for r in records}, key=_rank_of)
         if at_least(worst, "WARN"):
             change = _rate_change(times, low, high)
-            ongoing = times[-1] >= high - max(600.0, 0.5 * (high - (change[1] if change else high)))
+            ongoing = _ongoing(times[-1], change, high)
             # A rate that jumped, or an error shape never seen in a baseline of clean logs (a new template).
             new_error = change is not None and change[2] == 0 and change[3] >= 2 and at_least(worst, "ERROR")
             if change and (change[0] >= LOG_LLR or new_error) and ongoing and (change[3] >= 2 or worst == "FATAL"):
