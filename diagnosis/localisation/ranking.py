@@ -221,7 +221,7 @@ def cause_kind(candidate: Candidate, context: list[Signal], caller_lines: list[s
         if signal.source == "change" and signal.entity == candidate.service and onset is not None \
                 and signal.onset is not None and onset - 3600 <= signal.onset <= onset + TOLERANCE_S:
             change_votes = signal_votes(signal, names)
-            typed = any(s.source == "kube" and typed_reason(s.kind) for s in candidate.faults)
+            typed = any(s.source == "kube" and typed_reason(s.kind, s.text) for s in candidate.faults)
             if _touches(signal, candidate, names) and not typed:
                 # The change touched what deviates (the setting of the cache whose misses rose): it is the
                 # cause, and what deviates is how it shows. A typed Kubernetes reason still names its own kind.

@@ -112,3 +112,25 @@ def test_a_few_errors_spread_over_the_incident_are_ongoing_and_a_burst_that_ende
     burst = [(-2400 + i * 5, "ERROR", f"job {i} failed: lock not acquired") for i in range(40)]
     signals, _ = all_signals(read_evidence(Results().logs("velt", quiet + sparse).logs("zarn", quiet + burst).items))
     assert [s.entity for s in signals if s.source == "log" and s.fault] == ["velt"]
+
+
+@pytest.mark.parametrize("line, has_config", [
+    ("MISCONF Redis is configured to save RDB snapshots, but it's currently unable to persist to disk", False),
+    ("ConfigMap orders-config: worker.count changed", True),
+    ("invalid configuration: unknown option 'max_idle'", True),
+])
+def test_configured_is_not_a_configuration_change(line, has_config):
+    assert bool(word_votes(line).get("change.config")) is has_config
+
+
+@pytest.mark.parametrize("reason, message, kind", [
+    ("CreateContainerConfigError", 'Error: secret "ledger-db-credentials" not found', "change.secret"),
+    ("CreateContainerConfigError", 'Error: configmap "ledger-settings" not found', "change.config"),
+    ("FailedCreate", 'pods "w-1" is forbidden: exceeded quota: team-a, requested: cpu=2', "capacity.quota"),
+    ("OOMKilled", "", "resource.memory"),
+    ("CrashLoopBackOff", "back-off 5m0s restarting failed container", None),
+    ("Error", "", None),
+])
+def test_a_kubernetes_reason_names_a_kind_only_when_it_says_what_failed(reason, message, kind):
+    from diagnosis.localisation.kinds import typed_reason
+    assert typed_reason(reason, message) == kind
