@@ -27,7 +27,12 @@ from diagnosis.localisation.records import Evidence, Ref, node_of
 _URL_HOST = re.compile(r"\b[a-z][a-z0-9+.-]*:(?:[a-z0-9+.-]+:)?//(?:[^@/\s\"']+@)?([A-Za-z0-9_.-]+)", re.I)
 _HOST_PORT = re.compile(r"(?<![\w.:/-])([A-Za-z][A-Za-z0-9_-]*(?:\.[A-Za-z0-9_-]+)*):(\d{2,5})\b")
 _IP = re.compile(r"(?<![\d.])(\d{1,3}(?:\.\d{1,3}){3})(?![\d.])")
-_IP_PORT = re.compile(r"(?<![\d.])(\d{1,3}(?:\.\d{1,3}){3}):\d{2,5}\b")
+_IP_PORT = re.compile(r"(?<![\d.])(\d{1,3}(?:\.\d{1,3}){3}):(\d{2,5})\b")
+# An address with a port from the ephemeral range (Linux 32768-60999, IANA 49152-65535) is the client side
+# of a connection the line's own service accepted: PostgreSQL's ``10.0.3.7(37668)``, an access log's
+# ``10.0.3.7:51234``. It names who called, not a dependency.
+_CLIENT_PORT = re.compile(r"(?<![\d.])(\d{1,3}(?:\.\d{1,3}){3})[:(](\d{5})\b")
+EPHEMERAL_FROM = 32768
 # Names on the public internet (a partner's API, a website) are not services of the cluster to query.
 _SOURCE_FILE = re.compile(r"\.(?:java|kt|scala|py|go|js|ts|rb|cs|cpp|cc|c|h|rs|php|ex|exs|erl|clj)$")
 _PUBLIC_SUFFIX = re.compile(r"\.(?:com|org|net|io|dev|app|cloud|co|uk|de|cn|example)$", re.I)
@@ -98,7 +103,8 @@ def _addresses(message: str) -> list[str]:
     """Where a line says a call went: URL and connection-string hosts, ``host:port``, ``IP:port`` and
     keyed hosts (a bare IP is more often the client's)."""
     names = [m.group(1) for m in _URL_HOST.finditer(message)] + [m.group(1) for m in _HOST_PORT.finditer(message)]
-    names += [m.group(1) for m in _IP_PORT.finditer(message)] + [m.group(1) for m in _KEYED_HOST.finditer(message)]
+    names += [m.group(1) for m in _IP_PORT.finditer(message) if int(m.group(2)) < EPHEMERAL_FROM]
+    names += [m.group(1) for m in _KEYED_HOST.finditer(message)]
     return [n.rstrip(".") for n in dict.fromkeys(names) if not _SOURCE_FILE.search(n)]
 
 
@@ -111,8 +117,9 @@ def named_in(message: str, evidence: Evidence, known: set[str]) -> tuple[list[st
             found.append(target)
         elif not _PUBLIC_SUFFIX.search(name):
             unresolved.append(name)
+    clients = {m.group(1) for m in _CLIENT_PORT.finditer(message) if int(m.group(2)) >= EPHEMERAL_FROM}
     for ip in _IP.findall(message):
-        if ip in evidence.addresses:
+        if ip in evidence.addresses and ip not in clients:
             found.append(evidence.addresses[ip])
     for word in _WORD.findall(message):
         if ("-" in word or "." in word or "_" in word) and word not in found:

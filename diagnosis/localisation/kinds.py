@@ -38,7 +38,7 @@ _WORDS: tuple[tuple[str, str, float], ...] = (
                       r"timeout|limit|size)|hikaripool|connection is not available|too many connections|too many clients|max_connections|connection limit|"
                       r"no (?:available|free) (?:connection|worker|thread)|exhausted|"
                       r"remaining connection slots|queue (?:is )?full|rejectedexecution", 2.5),
-    ("change.config", r"配置|config(?:uration)?|invalid (?:value|setting|option)|missing (?:key|setting|env)|"
+    ("change.config", r"配置|config(?:uration|map)?(?![a-z])|invalid (?:value|setting|option)|missing (?:key|setting|env)|"
                       r"unknown (?:option|directive|setting)|parse error in|yaml|toml", 1.5),
     ("change.secret", r"密码|凭据|认证失败|鉴权失败|secret|credential|password|access denied|authentication failed|unauthori[sz]ed|"
                       r"invalid (?:api )?key|forbidden|permission denied|40[13](?!\d)", 2.0),
@@ -107,6 +107,18 @@ def word_votes(text: str, names: set[str] | frozenset = frozenset()) -> Counter:
     return votes
 
 
+def typed_reason(reason: str, message: str = "") -> str | None:
+    """The kind a Kubernetes reason names by itself (OOMKilled, Evicted, FailedScheduling, ErrImagePull,
+    MemoryPressure, a container's missing config or secret, a quota refusal), or None for the reasons every
+    crash shows whatever its cause (BackOff, CrashLoopBackOff, Error, Unhealthy, Killing)."""
+    kind = next((kind for pattern, kind in _KUBE_REASONS if pattern.search(reason)), None)
+    if kind is None and reason == "CreateContainerConfigError":
+        kind = "change.secret" if word_votes(message).get("change.secret") else "change.config"
+    if kind is None and _ADMISSION_QUOTA.search(message):
+        kind = "capacity.quota"
+    return kind
+
+
 def signal_votes(signal: Signal, names: set[str] | frozenset = frozenset()) -> Counter:
     votes: Counter = Counter()
     if signal.source == "metric":
@@ -121,16 +133,9 @@ def signal_votes(signal: Signal, names: set[str] | frozenset = frozenset()) -> C
                           for k, v in word_votes(signal.text.replace("_", " "), names).items()})
         return votes
     if signal.source == "kube":
-        for pattern, kind in _KUBE_REASONS:
-            if pattern.search(signal.kind):
-                votes[kind] += 4.0
-                return votes
-        if _ADMISSION_QUOTA.search(signal.text):
-            votes["capacity.quota"] += 4.0
-            return votes
-        if signal.kind == "CreateContainerConfigError":
-            words = word_votes(signal.text, names)
-            votes["change.secret" if words.get("change.secret") else "change.config"] += 4.0
+        typed = typed_reason(signal.kind, masked(signal.text, names))
+        if typed:
+            votes[typed] += 4.0
             return votes
         votes.update({k: v * 0.5 for k, v in word_votes(signal.text, names).items()})
         return votes

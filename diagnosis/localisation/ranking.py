@@ -15,10 +15,13 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from diagnosis.localisation.graph import Edge, DependencyGraph
-from diagnosis.localisation.kinds import GENERIC, role_of, signal_votes, word_votes
+from diagnosis.localisation.kinds import GENERIC, role_of, signal_votes, typed_reason, word_votes
 from diagnosis.localisation.signals import Signal
 
 TOLERANCE_S = 150.0  # two scrape steps and a half: onsets closer than this are simultaneous
+# When the candidate's own lines name the dependency, a line already tells that it was failing: the onset
+# found in its metrics (the first sample beyond the noise band) may lag by a few more steps.
+NAMED_TOLERANCE_S = 300.0
 RESOURCE = {"cpu", "memory", "disk", "OOMKilled", "Evicted", "latency", "restart", "stopped"}
 
 
@@ -64,10 +67,10 @@ def candidates_of(signals: list[Signal]) -> dict[str, Candidate]:
             for entity, sigs in by_entity.items() if any(s.fault for s in sigs)}
 
 
-def _not_later(dependency: Candidate, candidate: Candidate) -> bool:
+def _not_later(dependency: Candidate, candidate: Candidate, tolerance: float = TOLERANCE_S) -> bool:
     if dependency.onset is None or candidate.onset is None:
         return True  # an unknown onset cannot be later
-    return dependency.onset <= candidate.onset + TOLERANCE_S
+    return dependency.onset <= candidate.onset + tolerance
 
 
 def _shares_resource(candidate: Candidate, host: Candidate) -> bool:
@@ -88,7 +91,8 @@ def explain(candidates: dict[str, Candidate], graph: DependencyGraph) -> None:
         options = []
         for edge in graph.dependencies(candidate.service):
             dependency = candidates.get(edge.callee)
-            if dependency is None or not _not_later(dependency, candidate):
+            if dependency is None or not _not_later(dependency, candidate,
+                                                    NAMED_TOLERANCE_S if edge.via == "log" else TOLERANCE_S):
                 continue
             if edge.via == "placement" and not _shares_resource(candidate, dependency):
                 continue  # a node explains starvation of what it is short of, not an application's own errors
@@ -191,13 +195,23 @@ def _one_per_series_name(signals: list[Signal]) -> list[Signal]:
     return out + list(best.values())
 
 
+# What a datastore, cache or queue shows when it is the one failing: its connections run out, its memory
+# reaches the ceiling it was given (a cache's maxmemory, a broker's watermark) and it refuses writes or blocks
+# publishers. Named by its role, the dependency that failed; the memory series stays its evidence.
+_ROLE_SHOWS = frozenset({"resource.pool", "resource.memory"})
+
+
 def cause_kind(candidate: Candidate, context: list[Signal], caller_lines: list[str], texts: list[str],
                names: set[str] = frozenset(), own_lines: list[str] = (), external: set[str] = frozenset()) -> None:
     """The candidate's kind: votes of its own signals, of the lines callers wrote about it, of changes on it
-    shortly before its onset, and its dependency role when the votes only say "slow" or "refused"."""
+    shortly before its onset, and its dependency role when the votes only say "slow" or "refused" and its own
+    signals say nothing more precise."""
     votes: Counter = Counter()
     for signal in _one_per_series_name(candidate.faults):
         votes.update(signal_votes(signal, names))
+    # What its own signals say more precisely than "slow" or "refused" (dropped packets, a full disk).
+    observed = {k for k, v in votes.items() if v >= 1.0 and k not in GENERIC | _ROLE_SHOWS
+                and not k.startswith("dependency.")}
     for text in caller_lines:  # what its callers say about it
         votes.update({k: 0.5 * v for k, v in word_votes(text, names).items()})
     for text in own_lines:  # its own error shapes, also those with no rate change (a job that only fails)
@@ -207,8 +221,7 @@ def cause_kind(candidate: Candidate, context: list[Signal], caller_lines: list[s
         if signal.source == "change" and signal.entity == candidate.service and onset is not None \
                 and signal.onset is not None and onset - 3600 <= signal.onset <= onset + TOLERANCE_S:
             change_votes = signal_votes(signal, names)
-            typed = any(s.source == "kube" and s.kind not in ("BackOff", "Unhealthy", "Failed", "Killing")
-                        for s in candidate.faults)
+            typed = any(s.source == "kube" and typed_reason(s.kind, s.text) for s in candidate.faults)
             if _touches(signal, candidate, names) and not typed:
                 # The change touched what deviates (the setting of the cache whose misses rose): it is the
                 # cause, and what deviates is how it shows. A typed Kubernetes reason still names its own kind.
@@ -218,7 +231,10 @@ def cause_kind(candidate: Candidate, context: list[Signal], caller_lines: list[s
                 votes.update({k: v * (1.5 if _symptom_only(candidate) else 0.5) for k, v in change_votes.items()})
     own = [s.text for s in candidate.signals if s.source == "metric"]
     role = candidate.role = role_of(candidate.service, texts, own, external)
-    if role and (not votes or max(votes, key=votes.get) in GENERIC | {"resource.pool"}):
+    if role and observed:
+        # Callers call it by what it is ("redis", "the cache"); what it shows itself says what went wrong.
+        votes.pop(role, None)
+    elif role and (not votes or max(votes, key=votes.get) in GENERIC | _ROLE_SHOWS):
         votes[role] += max(votes.values(), default=0) + 0.5
     specific = [k for k in votes if k not in GENERIC]
     if specific and max(votes[k] for k in specific) >= 1.0:

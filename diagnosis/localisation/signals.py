@@ -48,7 +48,7 @@ _DISK = re.compile(r"disk|filesystem|_fs_|volume|inode|storage", re.I)
 _LATENCY = re.compile(r"latency|duration|response_time|_time_|_seconds$|_milliseconds$|_ms$|_us$|delay|rtt", re.I)
 _ERRORS = re.compile(r"error|fail|exception|fault|5xx|reject|dropped|timeouts?(?:_total)?$", re.I)
 _SATURATION = re.compile(r"pool|pending|queue|waiting|inflight|in_flight|active|connections?|threads?|backlog|lag|"
-                         r"utili[sz]ation|saturat|usage|busy|used|conns|clients|sessions|depth|open_fds", re.I)
+                         r"utili[sz]ation|saturat|usage|busy|used|conns|clients|sessions|stat_activity|depth|open_fds", re.I)
 _RESTART = re.compile(r"restart", re.I)
 _GOOD_WHEN_HIGH = re.compile(r"avail|free|hit_ratio|hits|success|_up$|^up$|ready|capacity|limit|quota_remaining", re.I)
 _STATUS_LABELS = ("code", "status", "status_code", "response_code", "http_status", "grpc_code", "outcome")
@@ -110,16 +110,20 @@ def _derived(evidence: Evidence) -> list[tuple[MetricSeries, str, list[float], l
                 t, v = ratio(rates(s.times, s.values), rates(count.times, count.values))
                 out.append((s, name[:-4], t, v))
             continue
-        if name.endswith("_total") or name.endswith("_count"):
-            if name.endswith("_count") and (name[:-6] + "_sum", rest) in by_key:
-                t, v = rates(s.times, s.values)
-                out.append((s, name, t, v))  # throughput of the histogram
-                continue
+        if name.endswith("_total") or name.endswith("_count") and _counts_up(s.values):
+            # A histogram's ``_count`` is its throughput; a ``_count`` that goes down as well as up is a gauge
+            # that counts something now (``pg_stat_activity_count``: the sessions open), read as it is.
             t, v = rates(s.times, s.values)
             out.append((s, name, t, v))
             continue
         out.append((s, name, s.times, s.values))
     return out
+
+
+def _counts_up(values: list[float]) -> bool:
+    """Whether a series only grows, but for resets to near zero (a counter, as a restarted process starts it
+    again)."""
+    return all(b >= a or b < 0.1 * a for a, b in zip(values, values[1:]))
 
 
 _POD_IDENTITY = ("pod", "pod_name", "instance", "id", "container_id", "uid", "pod_ip")
@@ -164,12 +168,49 @@ def _within_relative(values: list[float]) -> bool:
     return high - low < 0.95 * MIN_RELATIVE * floor
 
 
+# A usage series and its ceiling, by the exporters' naming (``redis_memory_used_bytes`` and
+# ``redis_memory_max_bytes``, ``jvm_memory_used_bytes`` and ``jvm_memory_max_bytes``, ``process_open_fds`` and
+# ``process_max_fds``, ``hikaricp_connections_active`` and ``hikaricp_connections_max``).
+_IN_USE = ("used", "usage", "active", "open", "current", "inuse")
+_CEILING = ("max", "limit")
+AT_LIMIT = 0.97  # of its ceiling, a usage series is at it
+BELOW_LIMIT = 0.9  # its baseline below this share of the ceiling: reaching it is new
+
+
+def _ceilings(evidence: Evidence) -> dict[int, float]:
+    """The ceiling of each usage series that has one: a constant sibling series on the same labels whose
+    name says max or limit where the usage series says used, active or open."""
+    by_key = {}
+    for s in evidence.series:
+        if s.values:
+            by_key[(s.name, tuple(sorted((k, v) for k, v in s.labels.items() if k != "__name__")))] = s
+    out = {}
+    for (name, rest), s in by_key.items():
+        tokens = name.split("_")
+        for i, token in enumerate(tokens):
+            if token not in _IN_USE:
+                continue
+            for ceiling in _CEILING:
+                other = by_key.get(("_".join(tokens[:i] + [ceiling] + tokens[i + 1:]), rest))
+                if other is not None and min(other.values) == max(other.values) > 0:
+                    out[id(s)] = other.values[0]
+    return out
+
+
+def _reached_ceiling(moved: Shift, ceiling: float | None) -> bool:
+    """A usage series that rose to its ceiling and stays there: saturated, however noisy its baseline was
+    (the robust score measures a shift against the baseline's noise; a ceiling needs no such yardstick)."""
+    return (ceiling is not None and moved.sustained and moved.direction > 0 and moved.level >= AT_LIMIT * ceiling
+            and moved.baseline <= BELOW_LIMIT * ceiling)
+
+
 def metric_signals(evidence: Evidence) -> list[Signal]:
     signals = []
     end = evidence.window[1] if evidence.window else None
     services: set[str] | None = None
     derived = _derived(evidence)
     replaced = _replaced(derived)
+    ceilings = _ceilings(evidence)
     for series, name, times, values in derived:
         entity = service_of(series.labels)
         if not entity:
@@ -188,7 +229,10 @@ def metric_signals(evidence: Evidence) -> list[Signal]:
         if _within_relative(values):
             continue  # it never moved MIN_RELATIVE from any level it had: no shift of it can count
         moved = shift(times, values)
-        if moved is None or not moved.sustained or moved.score < MIN_SCORE or moved.relative < MIN_RELATIVE:
+        if moved is None or not moved.sustained or moved.relative < MIN_RELATIVE:
+            continue
+        at_ceiling = _reached_ceiling(moved, ceilings.get(id(series)))
+        if moved.score < MIN_SCORE and not at_ceiling:
             continue
         bad = bad_direction(name, kind)
         if bad and moved.direction != bad:
@@ -197,8 +241,11 @@ def metric_signals(evidence: Evidence) -> list[Signal]:
         strength = min(1.0, 0.3 + 0.1 * math.log2(1 + moved.score) + (0.2 if moved.relative > 1 else 0))
         if kind == "traffic":
             strength *= 0.5
+        if at_ceiling:
+            strength = max(strength, 0.8)
         signals.append(Signal(entity, "metric", kind, moved.onset, strength, [series.ref], name, fault=fault,
-                              detail={"shift": moved, "name": name, "labels": series.labels}))
+                              detail={"shift": moved, "name": name, "labels": series.labels,
+                                      **({"ceiling": ceilings[id(series)]} if at_ceiling else {})}))
     return signals
 
 
@@ -247,6 +294,21 @@ def _rate_change(times: list[float], low: float, high: float) -> tuple[float, fl
 _TS = operator.attrgetter("ts")
 
 
+STOPPED_P = 0.01  # a template has stopped when a silence this long had under this chance at its own rate
+
+
+def _ongoing(last: float, change: tuple[float, float, int, int] | None, high: float) -> bool:
+    """Whether a template still occurs at the end of the window: its last line is recent (10 minutes, or
+    half the time since its onset), or the silence since is one its own rate since the onset makes likely
+    (three lines in a quarter of an hour leave gaps of ten minutes; three hundred do not)."""
+    gap = high - last
+    since = high - (change[1] if change else high)
+    if gap <= max(600.0, 0.5 * since):
+        return True
+    after = change[3] if change else 0
+    return math.exp(-after * gap / max(since, 60.0)) >= STOPPED_P
+
+
 def _rank_of(level: str) -> int:
     return RANK.get(level, 1)
 
@@ -265,7 +327,7 @@ def log_signals(evidence: Evidence, templates: dict[tuple[str, int], Template]) 
         worst = max({r.level for r in records}, key=_rank_of)
         if at_least(worst, "WARN"):
             change = _rate_change(times, low, high)
-            ongoing = times[-1] >= high - max(600.0, 0.5 * (high - (change[1] if change else high)))
+            ongoing = _ongoing(times[-1], change, high)
             # A rate that jumped, or an error shape never seen in a baseline of clean logs (a new template).
             new_error = change is not None and change[2] == 0 and change[3] >= 2 and at_least(worst, "ERROR")
             if change and (change[0] >= LOG_LLR or new_error) and ongoing and (change[3] >= 2 or worst == "FATAL"):

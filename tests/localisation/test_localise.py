@@ -169,3 +169,80 @@ def test_with_full_evidence_most_scenarios_are_localised():
         hits += (found.outcome == "nothing_wrong") if truth.get("expected_nothing_wrong") else (
             found.outcome == "root_cause" and found.root == truth["root_cause_service"])
     assert hits >= 17, f"{hits} of {len(SCENARIOS)}"
+
+
+def _cache_at_its_ceiling(with_ceiling: bool) -> Results:
+    """vostrel's Redis, trimble-cache, climbs from a noisy half of its maxmemory to the ceiling at minute 45;
+    its caller's writes fail from minute 46 naming it by its address."""
+    ceiling = 512 * 1024 * 1024
+    noisy = [ceiling * (0.5 + 0.2 * ((i * 7) % 11) / 10) for i in range(45)]
+    results = Results()
+    results.metric({"__name__": "redis_memory_used_bytes", "service": "trimble-cache"},
+                   noisy + [ceiling * (0.999 - 0.001 * (i % 2)) for i in range(15)])
+    if with_ceiling:
+        results.metric({"__name__": "redis_memory_max_bytes", "service": "trimble-cache"}, [float(ceiling)] * 60)
+    results.logs("vostrel", [(-3000 + i * 120, "", f"GET /v1/carts 200 in {40 + i} ms") for i in range(20)]
+                 + [(-(60 - 46) * 60 + i * 45, "ERROR", "cache set failed: OOM command not allowed when used memory > "
+                                                        "'maxmemory'. [redis://trimble-cache:6379/0]") for i in range(12)])
+    return results
+
+
+def test_a_usage_series_that_reached_its_ceiling_is_a_fault_however_noisy_its_baseline():
+    found = localise(_cache_at_its_ceiling(with_ceiling=True).items, ["vostrel"])
+    cache = next(c for c in found.candidates if c.service == "trimble-cache")
+    assert any(s.source == "metric" and s.detail.get("ceiling") == 512 * 1024 * 1024 for s in cache.faults)
+    assert found.candidates[0].service == "trimble-cache"
+    # Without the ceiling series the same shift is within the baseline's noise: the cache shows nothing itself.
+    found = localise(_cache_at_its_ceiling(with_ceiling=False).items, ["vostrel"])
+    assert not any(s.source == "metric" for c in found.candidates if c.service == "trimble-cache" for s in c.faults)
+
+
+def test_a_cache_whose_memory_reached_its_ceiling_is_named_by_its_role():
+    found = localise(_cache_at_its_ceiling(with_ceiling=True).items, ["vostrel"])
+    assert (found.outcome, found.root, found.kind) == ("root_cause", "trimble-cache", "dependency.cache")
+    assert found.top().role == "dependency.cache"
+
+
+def test_a_config_change_that_names_what_fails_is_the_kind_also_when_the_pod_crash_loops():
+    results = Results()
+    results.logs("plenvo", [(-3000 + i * 150, "", f"POST /v1/batches 200 in {30 + i} ms") for i in range(15)]
+                 + [(-1500 + i * 100, "ERROR", "Failed to bind properties under 'ingest.window' to java.time.Duration")
+                    for i in range(12)])
+    results.kubernetes({"pods": [{"name": "plenvo-7d9f8c6b5-x2x9q", "labels": {"app": "plenvo"}, "containers": [
+        {"name": "plenvo", "restartCount": 7, "state": {"reason": "CrashLoopBackOff"},
+         "lastState": {"reason": "Error"}}]}]}, "plenvo")
+    results.changes([(-1650, "plenvo", "config", "ConfigMap plenvo-config: ingest.window changed")])
+    found = localise(results.items, ["plenvo"])
+    assert (found.outcome, found.root, found.kind) == ("root_cause", "plenvo", "change.config")
+
+
+def test_a_client_address_with_an_ephemeral_port_is_who_called_not_a_dependency():
+    """A database's log prefix names the client that sent the failing query; the database is not that
+    client's caller."""
+    results = Results()
+    results.kubernetes({"pods": [{"name": "corvel-6c8d9f7b4-q7w2z", "labels": {"app": "corvel"},
+                                  "podIP": "10.244.3.17", "containers": []}]}, "corvel")
+    results.logs("ostrad-db", [(-3400 + i * 200, "", "LOG:  checkpoint starting: time") for i in range(10)]
+                 + [(-900 + i * 60, "FATAL", f"app@orders 10.244.3.17({40000 + i}) FATAL:  sorry, too many clients "
+                                             "already") for i in range(12)])
+    results.logs("corvel", [(-3000 + i * 150, "", f"GET /v1/orders 200 in {30 + i} ms") for i in range(15)]
+                 + [(-880 + i * 60, "ERROR", "failed to connect: FATAL: sorry, too many clients already "
+                                             "(target postgres://app@ostrad-db:5432/orders)") for i in range(12)])
+    found = localise(results.items, ["corvel"])
+    from diagnosis.localisation.graph import build_graph
+    from diagnosis.localisation.records import read_evidence
+    graph = build_graph(read_evidence(results.items))
+    assert [e.callee for e in graph.dependencies("ostrad-db")] == []
+    assert [e.callee for e in graph.dependencies("corvel")] == ["ostrad-db"]
+    assert (found.outcome, found.root) == ("root_cause", "ostrad-db")
+
+
+def test_a_dependency_the_callers_lines_name_explains_them_though_its_metric_shows_it_a_few_steps_later():
+    results = Results()
+    results.logs("mirvo", [(-3000 + i * 150, "", f"GET /v1/quotes 200 in {30 + i} ms") for i in range(15)]
+                 + [(-(60 - 45) * 60 + i * 40, "ERROR", "GET http://tessan:8080/v1/rates answered 429 Too Many Requests")
+                    for i in range(15)])
+    results.metric({"__name__": "envoy_http_local_rate_limit_rate_limited", "service": "tessan"}, stepped(0, 40, 48))
+    found = localise(results.items, ["mirvo"])
+    assert (found.outcome, found.root) == ("root_cause", "tessan")
+    assert next(c for c in found.candidates if c.service == "mirvo").explained_by == "tessan"

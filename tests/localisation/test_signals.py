@@ -95,3 +95,42 @@ def test_the_names_of_a_records_fields_are_not_words_of_what_happened(line, kind
 def test_the_values_of_a_records_fields_still_are():
     assert "change.flag" in word_votes('{"level":"info","msg":"feature flag checkout-v2 enabled for 50%"}')
     assert "network.refused" in word_votes("level=error err=\"dial tcp 10.0.0.7:5432: connect: connection refused\"")
+
+
+def test_a_count_that_goes_down_as_well_as_up_is_a_gauge_not_a_counter():
+    sessions = [20 + (i * 7) % 9 for i in range(40)] + [98 + (i % 3) for i in range(20)]
+    results = Results().metric({"__name__": "pg_stat_activity_count", "service": "ostrad-db", "state": "active"}, sessions)
+    signals, _ = all_signals(read_evidence(results.items))
+    assert [(s.entity, s.kind, s.detail["shift"].index) for s in signals if s.fault] == [("ostrad-db", "saturation", 40)]
+
+
+def test_a_few_errors_spread_over_the_incident_are_ongoing_and_a_burst_that_ended_long_ago_is_not():
+    quiet = [(-3500 + i * 150, "", f"GET /v1/items 200 in {30 + i} ms") for i in range(20)]
+    sparse = [(-1000, "ERROR", "insert failed: column \"tenant_id\" does not exist"),
+              (-900, "ERROR", "insert failed: column \"tenant_id\" does not exist"),
+              (-700, "ERROR", "insert failed: column \"tenant_id\" does not exist")]
+    burst = [(-2400 + i * 5, "ERROR", f"job {i} failed: lock not acquired") for i in range(40)]
+    signals, _ = all_signals(read_evidence(Results().logs("velt", quiet + sparse).logs("zarn", quiet + burst).items))
+    assert [s.entity for s in signals if s.source == "log" and s.fault] == ["velt"]
+
+
+@pytest.mark.parametrize("line, has_config", [
+    ("MISCONF Redis is configured to save RDB snapshots, but it's currently unable to persist to disk", False),
+    ("ConfigMap orders-config: worker.count changed", True),
+    ("invalid configuration: unknown option 'max_idle'", True),
+])
+def test_configured_is_not_a_configuration_change(line, has_config):
+    assert bool(word_votes(line).get("change.config")) is has_config
+
+
+@pytest.mark.parametrize("reason, message, kind", [
+    ("CreateContainerConfigError", 'Error: secret "ledger-db-credentials" not found', "change.secret"),
+    ("CreateContainerConfigError", 'Error: configmap "ledger-settings" not found', "change.config"),
+    ("FailedCreate", 'pods "w-1" is forbidden: exceeded quota: team-a, requested: cpu=2', "capacity.quota"),
+    ("OOMKilled", "", "resource.memory"),
+    ("CrashLoopBackOff", "back-off 5m0s restarting failed container", None),
+    ("Error", "", None),
+])
+def test_a_kubernetes_reason_names_a_kind_only_when_it_says_what_failed(reason, message, kind):
+    from diagnosis.localisation.kinds import typed_reason
+    assert typed_reason(reason, message) == kind
