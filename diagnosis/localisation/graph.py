@@ -22,7 +22,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 from diagnosis.localisation.levels import at_least
-from diagnosis.localisation.records import Evidence, Ref, node_of
+from diagnosis.localisation.records import Evidence, Ref
 
 _URL_HOST = re.compile(r"\b[a-z][a-z0-9+.-]*:(?:[a-z0-9+.-]+:)?//(?:[^@/\s\"']+@)?([A-Za-z0-9_.-]+)", re.I)
 _HOST_PORT = re.compile(r"(?<![\w.:/-])([A-Za-z][A-Za-z0-9_-]*(?:\.[A-Za-z0-9_-]+)*):(\d{2,5})\b")
@@ -194,8 +194,8 @@ def build_graph(evidence: Evidence) -> DependencyGraph:
         service = series.labels.get("service") or series.labels.get("app")
         if node and service and service != node:
             hosts[node_key(node)].append(service)
-        elif not service and node_of(series.labels):
-            node_key(node_of(series.labels))
+        elif not service and evidence.node(series.labels):
+            node_key(evidence.node(series.labels))
     for node, services in hosts.items():
         for service in dict.fromkeys(services):
             graph.add(service, node, "placement")
@@ -204,4 +204,4 @@ def build_graph(evidence: Evidence) -> DependencyGraph:
 
 
 def node_entities(evidence: Evidence) -> set[str]:
-    return {f"node:{node_of(s.labels)}" for s in evidence.series if node_of(s.labels)}
+    return {f"node:{evidence.node(s.labels)}" for s in evidence.series if evidence.node(s.labels)}

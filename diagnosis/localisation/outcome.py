@@ -21,7 +21,7 @@ from diagnosis.localisation.graph import Edge, DependencyGraph, build_graph, nam
 from diagnosis.localisation.kinds import word_votes
 from diagnosis.localisation.levels import at_least
 from diagnosis.localisation.ranking import TOLERANCE_S, Candidate, cause_kind, candidates_of, explain, rank
-from diagnosis.localisation.records import Evidence, Ref, node_of, read_evidence, service_of
+from diagnosis.localisation.records import Evidence, Ref, read_evidence, service_of
 from diagnosis.localisation.signals import MIN_BASELINE_S, Signal, all_signals
 
 MIN_ROOT_STRENGTH = 0.45
@@ -278,7 +278,7 @@ def _starved(candidate: Candidate) -> bool:
 def _unexamined_nodes(candidate: Candidate, graph, evidence: Evidence) -> list[str]:
     """The nodes a starved service runs on whose own series no query returned."""
     seen = {service_of(s.labels) for s in evidence.series}
-    seen |= {node_of(s.labels) for s in evidence.series if not service_of(s.labels)}
+    seen |= {evidence.node(s.labels) for s in evidence.series if not service_of(s.labels)}
     return [e.callee for e in graph.dependencies(candidate.service)
             if e.via == "placement" and e.callee.removeprefix("node:") not in seen]
 

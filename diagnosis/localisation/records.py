@@ -118,6 +118,13 @@ class Evidence:
     window: tuple[float, float] | None = None
     log_windows: dict[str, tuple[float, float]] = field(default_factory=dict)  # service -> span its logs cover
     external: set[str] = field(default_factory=set)  # ExternalName Services: stand-ins for outside APIs
+    node_names: dict[str, str] = field(default_factory=dict)  # a node's IP (a pod's hostIP) -> the node's name
+
+    def node(self, labels: Mapping[str, str]) -> str:
+        """The node a series without a service describes, by its name when a pod on it gave its IP: node
+        exporter labels a node by ``instance`` (its IP), the kubelet and Kubernetes by its name."""
+        node = node_of(labels)
+        return self.node_names.get(node, node)
 
     def services(self) -> set[str]:
         names = {r.service for r in self.logs} | {a.service for a in self.alerts if a.service}
@@ -338,6 +345,8 @@ def _read_kubernetes(evidence: Evidence, inv: str, result: Mapping[str, Any]) ->
         evidence.placements.append(Placement(service, name, pod.get("node"), pod.get("podIP")))
         if pod.get("podIP"):
             evidence.addresses[str(pod["podIP"])] = service
+        if pod.get("hostIP") and pod.get("node"):
+            evidence.node_names[str(pod["hostIP"])] = str(pod["node"])
         evidence.addresses[name] = service
         if pod.get("reason"):
             text = str(pod["reason"])

@@ -18,7 +18,7 @@ from typing import Mapping
 
 from diagnosis.localisation.deviation import Shift, rates, ratio, shift
 from diagnosis.localisation.levels import RANK, at_least
-from diagnosis.localisation.records import Evidence, LogRecord, MetricSeries, Ref, node_of, service_of, workload_of
+from diagnosis.localisation.records import Evidence, LogRecord, MetricSeries, Ref, service_of, workload_of
 from diagnosis.localisation.templates import Template, mine, zeroed
 
 MIN_SCORE = 6.0  # robust deviations for a metric shift to count
@@ -214,7 +214,7 @@ def metric_signals(evidence: Evidence) -> list[Signal]:
     for series, name, times, values in derived:
         entity = service_of(series.labels)
         if not entity:
-            node = node_of(series.labels)
+            node = evidence.node(series.labels)
             if services is None:
                 services = evidence.services()
             entity = node if node in services else f"node:{node}" if node else ""

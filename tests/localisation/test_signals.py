@@ -134,3 +134,16 @@ def test_configured_is_not_a_configuration_change(line, has_config):
 def test_a_kubernetes_reason_names_a_kind_only_when_it_says_what_failed(reason, message, kind):
     from diagnosis.localisation.kinds import typed_reason
     assert typed_reason(reason, message) == kind
+
+
+def test_a_node_exporter_series_is_the_node_its_pods_name_by_their_host_ip():
+    results = Results().kubernetes({"pods": [{"name": "pelko-7d9f8c6b5-x2x9q", "labels": {"app": "pelko"},
+                                              "node": "pool-a-7xk2p", "hostIP": "10.20.9.4", "podIP": "10.244.1.5",
+                                              "containers": []}]}, "pelko")
+    results.metric({"__name__": "node_memory_MemAvailable_bytes", "instance": "10.20.9.4:9100"},
+                   stepped(8e9, 2e8, 40))
+    evidence = read_evidence(results.items)
+    signals, _ = all_signals(evidence)
+    assert [s.entity for s in signals if s.fault] == ["node:pool-a-7xk2p"]
+    from diagnosis.localisation.graph import build_graph
+    assert [e.callee for e in build_graph(evidence).dependencies("pelko")] == ["node:pool-a-7xk2p"]
