@@ -502,7 +502,7 @@ class SelfEvaluation:
         return self.verifier.advice or advice_read(_dict(self.aiops_audit.get("report_render")).get("advice"))
 
     @property
-    def served_verdict(self) -> Verdict | None:
+    def stored_verdict(self) -> Verdict | None:
         """The verdict of what was served, as computed once when the run finished and stored beside its
         column: the chat answer's (`verifier_evaluation.effective_verdict`) or the alert report's
         (`aiops_rule_evaluation.verdict`); None when neither was stored (a degraded answer, an older run)."""

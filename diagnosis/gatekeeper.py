@@ -327,7 +327,10 @@ def verify_bindings(
 
     Never raises on a malformed executor output (it yields REJECT or failing bindings); errors of
     the lookup itself (the database) propagate to the caller.
-    """
+
+    Why it is long: the audit in its order: the output's shape, one lookup of every cited invocation, each
+    claim's bindings, then the verdict from the counts; split, the counts and the verdict could be read from
+    different passes."""
     if not _is_text(run_id):
         raise ValueError("run_id must be a non-empty string")
     min_chars = max(MIN_EXCERPT_CHARS_FLOOR, int(min_excerpt_chars))

@@ -138,7 +138,7 @@ def test_the_aiops_rule_evaluation_is_stored(alice_api, demo_knowledge):
     assert run.effective_verdict == "PASS"
     # Computed once: the column and the stored rule evaluation hold the same verdict, read back by its owner.
     assert evaluation["verdict"] == run.effective_verdict
-    assert SelfEvaluation.read(run.self_evaluation).served_verdict == run.effective_verdict
+    assert SelfEvaluation.read(run.self_evaluation).stored_verdict == run.effective_verdict
     assert run.diagnosis["coverage"] == {"alertsAnalysed": 3, "alertsReceived": 3}
     assert run.answer.startswith("Coverage: 3 of 3 alert(s) analysed.")
 

@@ -1,5 +1,5 @@
 """The served verdict is computed once when a run finishes and stored: the run's column and its stored
-self-evaluation hold the same value, and the read side reads it back (SelfEvaluation.served_verdict)."""
+self-evaluation hold the same value, and the read side reads it back (SelfEvaluation.stored_verdict)."""
 
 from __future__ import annotations
 
@@ -32,10 +32,10 @@ def test_the_column_and_the_stored_evaluation_hold_the_one_served_verdict(state,
     assert result.effective_verdict == expected
     stored = SelfEvaluation.read(result.self_evaluation)
     assert stored.verifier.effective_verdict == (str(expected) if expected else None)
-    assert stored.served_verdict == expected
+    assert stored.stored_verdict == expected
 
 
 def test_an_alert_analysis_verdict_is_read_back_from_its_stored_rule_evaluation():
-    assert SelfEvaluation.read({"aiops_rule_evaluation": {"verdict": "LOW_CONFID"}}).served_verdict is Verdict.LOW_CONFID
-    assert SelfEvaluation.read({"aiops_rule_evaluation": {"verdict": "maybe"}}).served_verdict is None
-    assert SelfEvaluation.read({}).served_verdict is None
+    assert SelfEvaluation.read({"aiops_rule_evaluation": {"verdict": "LOW_CONFID"}}).stored_verdict is Verdict.LOW_CONFID
+    assert SelfEvaluation.read({"aiops_rule_evaluation": {"verdict": "maybe"}}).stored_verdict is None
+    assert SelfEvaluation.read({}).stored_verdict is None
