@@ -348,25 +348,72 @@ class StoredAudit:
 # --------------------------------------------------------------------------- executor evidence
 
 
+# The executor's answer is parsed once, where it enters the graph (`ExecutorEvidence.parse`, called by the node
+# adapter); the state, the Gatekeeper and the projection carry its `to_dict()` form, and a run's stored copy
+# is read back with `ExecutorEvidence.read`. The wire schema sent to the model (diagnosis.llm.schemas) is
+# generated with the same fields (tests/architecture/test_single_owners.py compares them).
+EXECUTOR_SUMMARY_CHARS = 2000
+EXECUTOR_MAX_CLAIMS = 50
+EXECUTOR_MAX_OPEN_QUESTIONS = 20
+EVIDENCE_CLAIM_FIELDS = ("claim_id", "statement", "evidence")
+EXECUTOR_EVIDENCE_FIELDS = ("version", "summary", "claims", "open_questions")
+
+
+class EvidenceShapeError(ValueError):
+    """An executor answer that is not an `executor_evidence_v2` object; `field` names the first bad part."""
+
+    def __init__(self, message: str, field: str) -> None:
+        super().__init__(message)
+        self.field = field
+
+
 @dataclass(frozen=True)
 class EvidenceClaim:
-    """One claim of an `executor_evidence_v2` output, with its citations (binding dicts)."""
+    """One claim of an `executor_evidence_v2` output: its id, its statement and its citations (binding dicts).
+
+    As parsed from the executor (`ExecutorEvidence.parse`) a claim has a string id and a list of citations,
+    and keeps whatever statement and citations the model wrote: the Gatekeeper audits each and names what is
+    malformed. As read back from a run (`ExecutorEvidence.read`) only claims with a statement are kept, and
+    only citations that are objects."""
 
     claim_id: Any
-    statement: str
-    evidence: tuple[dict, ...] = ()
+    statement: Any  # a str once read back; as parsed, what the model wrote
+    evidence: tuple[Any, ...] = ()  # binding dicts once read back; as parsed, what the model wrote
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"claim_id": self.claim_id, "statement": self.statement, "evidence": list(self.evidence)}
 
 
 @dataclass(frozen=True)
 class ExecutorEvidence:
-    """An `executor_evidence_v2` output: claims with citations. `read` keeps claims with a statement."""
+    """An `executor_evidence_v2` output: a summary, claims with citations and open questions."""
 
     version: str = EXECUTOR_EVIDENCE_VERSION
     summary: str = ""
     claims: tuple[EvidenceClaim, ...] = ()
+    open_questions: tuple[str, ...] = ()
+
+    @classmethod
+    def parse(cls, value: Any) -> ExecutorEvidence:
+        """The executor's answer where it enters the graph; EvidenceShapeError when it is not one. The summary,
+        the claims and the open questions are bounded (EXECUTOR_*)."""
+        if not isinstance(value, dict) or value.get("version") != EXECUTOR_EVIDENCE_VERSION:
+            raise EvidenceShapeError(f"executor output must be an {EXECUTOR_EVIDENCE_VERSION} object", "version")
+        if not isinstance(value.get("claims"), list):
+            raise EvidenceShapeError("executor output needs a 'claims' list", "claims")
+        for i, claim in enumerate(value["claims"]):
+            if not isinstance(claim, dict) or not isinstance(claim.get("claim_id"), str) \
+                    or not isinstance(claim.get("evidence"), list):
+                raise EvidenceShapeError(f"claims[{i}] needs a claim_id and an evidence list", f"claims[{i}]")
+        claims = tuple(EvidenceClaim(claim_id=c["claim_id"], statement=c.get("statement"), evidence=tuple(c["evidence"]))
+                       for c in value["claims"][:EXECUTOR_MAX_CLAIMS])
+        questions = tuple(q for q in _list(value.get("open_questions")) if isinstance(q, str))
+        return cls(summary=str(value.get("summary", ""))[:EXECUTOR_SUMMARY_CHARS], claims=claims,
+                   open_questions=questions[:EXECUTOR_MAX_OPEN_QUESTIONS])
 
     @classmethod
     def read(cls, value: Any) -> ExecutorEvidence:
+        """A stored copy (never raises): claims with a statement, their citations that are objects."""
         data = _dict(_json(value))
         claims = tuple(
             EvidenceClaim(claim_id=c.get("claim_id"), statement=c["statement"], evidence=_dicts(c.get("evidence")))
@@ -374,7 +421,13 @@ class ExecutorEvidence:
         )
         summary = data.get("summary")
         return cls(version=str(data.get("version") or EXECUTOR_EVIDENCE_VERSION),
-                   summary=summary if isinstance(summary, str) else "", claims=claims)
+                   summary=summary if isinstance(summary, str) else "", claims=claims,
+                   open_questions=tuple(q for q in _list(data.get("open_questions")) if isinstance(q, str)))
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON form the graph state carries and a run stores."""
+        return {"version": self.version, "summary": self.summary, "claims": [c.to_dict() for c in self.claims],
+                "open_questions": list(self.open_questions)}
 
 
 # --------------------------------------------------------------------------- self-evaluation
@@ -447,6 +500,13 @@ class SelfEvaluation:
     @property
     def served_advice(self) -> tuple[dict, ...]:
         return self.verifier.advice or advice_read(_dict(self.aiops_audit.get("report_render")).get("advice"))
+
+    @property
+    def stored_verdict(self) -> Verdict | None:
+        """The verdict of what was served, as computed once when the run finished and stored beside its
+        column: the chat answer's (`verifier_evaluation.effective_verdict`) or the alert report's
+        (`aiops_rule_evaluation.verdict`); None when neither was stored (a degraded answer, an older run)."""
+        return known_verdict(self.verifier.effective_verdict) or known_verdict(self.aiops_rule_evaluation.get("verdict"))
 
     @property
     def verified_claims(self) -> tuple[EvidenceClaim, ...]:

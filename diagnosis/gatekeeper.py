@@ -17,7 +17,7 @@ from typing import Any, Protocol
 
 from diagnosis.contracts import (  # noqa: F401 - the audit's shapes, owned by contracts, used with the checks
     BINDING_FIELDS, EXECUTOR_EVIDENCE_VERSION, GATEKEEPER_VERSION, RANKING_TOOL, BindingAudit, BindingReason,
-    ClaimAudit, GatekeeperResult, Verdict,
+    ClaimAudit, EvidenceClaim, ExecutorEvidence, GatekeeperResult, Verdict,
 )
 from diagnosis.jsonpath import NOT_FOUND, JsonPathError, Segment, parse, resolve_segments
 from diagnosis.model_text import cap_text, foreign_citations, normalise_model_text
@@ -327,7 +327,10 @@ def verify_bindings(
 
     Never raises on a malformed executor output (it yields REJECT or failing bindings); errors of
     the lookup itself (the database) propagate to the caller.
-    """
+
+    Why it is long: the audit in its order: the output's shape, one lookup of every cited invocation, each
+    claim's bindings, then the verdict from the counts; split, the counts and the verdict could be read from
+    different passes."""
     if not _is_text(run_id):
         raise ValueError("run_id must be a non-empty string")
     min_chars = max(MIN_EXCERPT_CHARS_FLOOR, int(min_excerpt_chars))
@@ -438,7 +441,7 @@ def project_verified_input(
     if not isinstance(result, GatekeeperResult):
         result = GatekeeperResult.from_dict(result)
     emitted = _executor_citations(executor_output)
-    claims: list[dict[str, Any]] = []
+    claims: list[EvidenceClaim] = []
     evidence: list[dict[str, Any]] = []
     for claim in result.claims:
         kept = [b for b in claim.bindings if b.verified]
@@ -448,12 +451,11 @@ def project_verified_input(
             if (claim.claim_id, claim.statement, *b.binding().values()) not in emitted:
                 raise ValueError(f"gatekeeper result does not match executor_output (claim {claim.claim_id!r})")
         bindings = [b.binding() for b in kept]
-        claims.append({"claim_id": claim.claim_id, "statement": claim.statement, "evidence": bindings})
+        claims.append(EvidenceClaim(claim_id=claim.claim_id, statement=claim.statement, evidence=tuple(bindings)))
         evidence.extend({"claim_id": claim.claim_id, **b.binding()} for b in kept)
     summary = (
         f"Verified by {result.version}: {result.verified_claim_count} of {result.total_claim_count} claims and "
         f"{result.verified_binding_count} of {result.total_binding_count} citations matched this run's tool output. "
         "The executor's own summary and open questions are withheld because they are unverified."
     )
-    verified_output = {"version": EXECUTOR_EVIDENCE_VERSION, "summary": summary, "claims": claims, "open_questions": []}
-    return verified_output, evidence
+    return ExecutorEvidence(summary=summary, claims=tuple(claims)).to_dict(), evidence

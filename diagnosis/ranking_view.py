@@ -11,8 +11,8 @@ instructions to an AI are left out), and keeps:
   invocation of this run and a JSON path the server can read;
 - ``localisation``: ``{outcome, reason, subject, withoutData}``: the localiser's own outcome, why it
   is undetermined, the services asked about and those with no telemetry;
-- ``agreement``: whether ``rootCause.service`` is the ranking's top root (the first candidate nothing
-  explains): ``agrees`` | ``differs`` | ``no_root_cause`` (the diagnosis names no root-cause service,
+- ``agreement``: whether ``rootCause.service`` is the top root of the stored ``candidates`` (the first
+  one nothing explains): ``agrees`` | ``differs`` | ``no_root_cause`` (the diagnosis names no root-cause service,
   whatever the ranking) | ``no_ranking`` (the localiser found no candidate).
 
 The ranking is a hint, never evidence: nothing here changes the verdict, the root cause or a claim.
@@ -30,7 +30,7 @@ from diagnosis.jsonpath import JsonPathError, parse
 from diagnosis.llm.offline.lexicon import services_in_question
 from diagnosis.llm.offline.localised import localise_results
 from diagnosis.localisation.outcome import Localisation
-from diagnosis.structured_diagnosis import CAUSE_KIND_IDS, _service_name
+from diagnosis.structured_diagnosis import CAUSE_KIND_IDS, service_name
 
 MAX_CANDIDATES = 5
 REFS_PER_CANDIDATE = 4
@@ -56,7 +56,7 @@ def bounded_candidates(ranking: Iterable[Mapping[str, Any]], invocations: Mappin
     run (``invocations``: invocation id -> tool name) at readable paths, finite numbers."""
     out = []
     for item in ranking:
-        service = _service_name(item.get("service"))
+        service = service_name(item.get("service"))
         if service is None:
             continue
         onset, strength = item.get("onset"), item.get("strength")
@@ -72,8 +72,8 @@ def bounded_candidates(ranking: Iterable[Mapping[str, Any]], invocations: Mappin
             "kind": item.get("kind") if item.get("kind") in CAUSE_KIND_IDS else None,
             "onset": float(onset) if isinstance(onset, (int, float)) and math.isfinite(onset) else None,
             "strength": float(strength) if isinstance(strength, (int, float)) and math.isfinite(strength) else 0.0,
-            "explainedBy": _service_name(item.get("explainedBy")),
-            "explains": [s for s in (_service_name(n) for n in item.get("explains") or ()) if s][:MAX_EXPLAINS],
+            "explainedBy": service_name(item.get("explainedBy")),
+            "explains": [s for s in (service_name(n) for n in item.get("explains") or ()) if s][:MAX_EXPLAINS],
             "evidence": evidence[:REFS_PER_CANDIDATE],
         })
     return out
@@ -94,7 +94,7 @@ def agreement(root_service: Any, ranking: list[Mapping[str, Any]]) -> str:
 
 
 def localisation_summary(loc: Localisation) -> dict[str, Any]:
-    names = lambda values: [s for s in (_service_name(v) for v in values) if s][:MAX_CANDIDATES]  # noqa: E731
+    names = lambda values: [s for s in (service_name(v) for v in values) if s][:MAX_CANDIDATES]  # noqa: E731
     reason = loc.reason if isinstance(loc.reason, str) and loc.reason.replace("_", "").isalnum() else ""
     return {"outcome": loc.outcome if loc.outcome in LOCALISATION_OUTCOMES else "undetermined",
             "reason": reason[:REASON_CHARS] or None, "subject": names(loc.subject), "withoutData": names(loc.without_data)}
@@ -108,8 +108,10 @@ def ranking_view(results: Iterable[Mapping[str, Any]], *, question: str, root_se
     loc = localise_results(results, services_in_question(question))
     ranking = loc.ranking(limit=MAX_CANDIDATES, refs_per_candidate=REFS_PER_CANDIDATE)
     invocations = {str(r.get("invocation_id")): str(r.get("tool_name")) for r in results}
-    return {"candidates": bounded_candidates(ranking, invocations), "localisation": localisation_summary(loc),
-            "agreement": agreement(root_service, ranking)}
+    candidates = bounded_candidates(ranking, invocations)
+    # Judged on the candidates as stored and shown, so a reader can check it against them.
+    return {"candidates": candidates, "localisation": localisation_summary(loc),
+            "agreement": agreement(root_service, candidates)}
 
 
 __all__ = ["AGREEMENTS", "LOCALISATION_OUTCOMES", "MAX_CANDIDATES", "agreement", "bounded_candidates",

@@ -76,7 +76,7 @@ def choice_read(value: Any) -> DiagnosisChoice:
     cause = value.get("cause") if isinstance(value.get("cause"), str) and value["cause"] in CAUSE_KIND_BY_ID else None
     raw = value.get("symptoms") if isinstance(value.get("symptoms"), list) else []
     symptoms = tuple(dict.fromkeys(s for s in raw if claim_id_ok(s)))[:MAX_SYMPTOMS]
-    return DiagnosisChoice(outcome=outcome, cause=cause, service=_service_name(value.get("service")), symptoms=symptoms)
+    return DiagnosisChoice(outcome=outcome, cause=cause, service=service_name(value.get("service")), symptoms=symptoms)
 
 
 def empty_diagnosis() -> dict[str, Any]:
@@ -97,7 +97,8 @@ def _labels(record: Mapping[str, Any]) -> Mapping[str, Any]:
     return {}
 
 
-def _service_name(value: Any) -> str | None:
+def service_name(value: Any) -> str | None:
+    """`value` stripped when it reads as a service name (the one test of a name the server keeps), else None."""
     return value.strip() if isinstance(value, str) and _SERVICE.match(value.strip()) else None
 
 
@@ -105,12 +106,12 @@ def record_service(tool_name: str, record: Mapping[str, Any]) -> str | None:
     """The service label of one record: its own ``service`` field, else the usual labels."""
     if tool_name in KNOWLEDGE_TOOLS:
         return None
-    own = _service_name(record.get("service"))
+    own = service_name(record.get("service"))
     if own:
         return own
     labels = _labels(record)
     for name in SERVICE_LABELS:
-        found = _service_name(labels.get(name))
+        found = service_name(labels.get(name))
         if found:
             return found
     return None

@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any, Mapping
 
 from diagnosis.agents.runtime import question_language
@@ -212,7 +213,7 @@ class AiOpsOutcome:
             "tool_calls": len(outcomes), "tool_calls_by_status": dict(by_status),
             "tool_success_rate": round(by_status.get(SUCCESS, 0) / len(outcomes), 4) if outcomes else None,
             "fallback_used": self.fallback_used, "fallback_reason": self.fallback_reason,
-            "degraded": self.degraded, "termination_reason": self.termination_reason,
+            "degraded": self.degraded, "termination_reason": self.termination_reason, "verdict": self.verdict,
             "budget": budget,
         }
 
@@ -224,11 +225,13 @@ class AiOpsOutcome:
                 "report_render": {"suggestions": list(self.report_check.suggestions),
                                   "advice": list(self.report_check.advice)}}
 
+    @cached_property
     def verdict(self) -> str | None:
         """The verdict of the served report, capped like a chat run's: null when it is degraded; else the
         Gatekeeper verdict of the tasks' citations (PASS: every claim verified, LOW_CONFID: some, REJECT:
         none), at most LOW_CONFID when every verified claim rests on runbooks or cases, or when not every
-        alert received was analysed."""
+        alert received was analysed. Computed once per outcome: the run's column and its stored rule
+        evaluation (``aiops_rule_evaluation.verdict``) both hold this value."""
         if self.degraded:
             return None
         executed = [r for r in self.results if r.gatekeeper]
@@ -292,7 +295,8 @@ def validate_decision(output: Any, alert_ids: set[str]) -> dict[str, Any]:
 
 
 def validate_execution(output: Any) -> dict[str, Any]:
-    """The executor's answer: {status, summary, evidence: [executor_evidence_v2 claims], nextHint}."""
+    """The executor's answer: {status, summary, evidence: [claims of contracts.EvidenceClaim's shape], nextHint}.
+    Each claim is audited by the Gatekeeper as emitted (a malformed one is named there, not refused here)."""
     if not isinstance(output, Mapping):
         raise _invalid("executor output must be a JSON object", "status")
     status = str(output.get("status", "")).strip().upper()

@@ -15,6 +15,7 @@ from diagnosis.agents.catalog import load_catalog, prompt, prompt_echoed
 from diagnosis.agents.runtime import AgentContext, question_language
 from diagnosis.agents.tool_loop import run_tool_loop
 from diagnosis.answer_render import ANSWER_PLAN_VERSION, render_answer, validate_answer_plan
+from diagnosis.contracts import EvidenceShapeError, ExecutorEvidence
 from diagnosis.gatekeeper import project_verified_input, verify_bindings
 from diagnosis.graph.state import NodeName as N
 from diagnosis.graph.state import NodeStatus as S
@@ -73,18 +74,11 @@ def validate_plan(plan: Any) -> dict:
 
 
 def validate_evidence(output: Any) -> dict:
-    if not isinstance(output, dict) or output.get("version") != "executor_evidence_v2":
-        raise _invalid("executor output must be an executor_evidence_v2 object", "version")
-    if not isinstance(output.get("claims"), list):
-        raise _invalid("executor output needs a 'claims' list", "claims")
-    for i, claim in enumerate(output["claims"]):
-        if not isinstance(claim, dict) or not isinstance(claim.get("claim_id"), str) or not isinstance(claim.get("evidence"), list):
-            raise _invalid(f"claims[{i}] needs a claim_id and an evidence list", f"claims[{i}]")
-    return {
-        "version": "executor_evidence_v2", "summary": str(output.get("summary", ""))[:2000],
-        "claims": output["claims"][:50],
-        "open_questions": [q for q in _list(output.get("open_questions")) if isinstance(q, str)][:20],
-    }
+    """The executor's answer, parsed once by its owner (`contracts.ExecutorEvidence.parse`), as the state carries it."""
+    try:
+        return ExecutorEvidence.parse(output).to_dict()
+    except EvidenceShapeError as exc:
+        raise _invalid(str(exc), exc.field) from None
 
 
 def validate_verifier(output: Any) -> dict:

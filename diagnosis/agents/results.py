@@ -63,7 +63,9 @@ def served_verdict(state: Mapping[str, Any]) -> str | None:
     return verdict
 
 
-def verifier_evaluation(state: Mapping[str, Any], prompt_audit: dict) -> dict[str, Any]:
+def verifier_evaluation(state: Mapping[str, Any], prompt_audit: dict, *, served: str | None) -> dict[str, Any]:
+    """`self_evaluation.verifier_evaluation`; `served` is the run's verdict (`served_verdict`), computed once by
+    `map_run_result` and stored here as in the run's column."""
     verifier = state.get(K.VERIFIER_OUTPUT) or {}
     ran = state.get(K.VERIFIER_STATUS) is not None
     composer = state.get(K.COMPOSER_OUTPUT) or {}
@@ -76,7 +78,7 @@ def verifier_evaluation(state: Mapping[str, Any], prompt_audit: dict) -> dict[st
         "model_verdict": verifier.get("verdict") if ran else None,
         # The verdict the graph reached; the run's own verdict is null when a degraded answer is served.
         "verifierVerdict": state.get(K.EFFECTIVE_VERDICT) if ran else None,
-        "effective_verdict": served_verdict(state),
+        "effective_verdict": served,
         "verdict_ceiling": state.get(K.VERDICT_CEILING),
         "score": verifier.get("score") if ran else None,
         "claim_checks": verifier.get("claim_checks", []) if ran else [],
@@ -113,15 +115,16 @@ def bounded_audit(value: Any) -> Any:
 def map_run_result(*, state: Mapping[str, Any], outcomes: list, budget: dict, prompt_audit: dict) -> RunResult:
     """answer, degraded, effective verdict, self_evaluation and orchestration_trace of one run."""
     events = list(state.get(K.ORCHESTRATION_EVENTS) or ())
+    served = known_verdict(served_verdict(state))  # once: the column and the stored evaluation hold the same value
     return RunResult(
         answer=state.get(K.FINAL_ANSWER) or "",
         degraded=bool(state.get(K.DEGRADED)),
-        effective_verdict=known_verdict(served_verdict(state)),
+        effective_verdict=served,
         diagnosis=redact_value(structured_diagnosis_of(state)),
         # Model-written text (claim statements, rationales) is stored here: mask any secret in it (F-37).
         self_evaluation=bounded_audit(redact_value({
             "rule_evaluation": rule_evaluation(state, outcomes, budget),
-            "verifier_evaluation": verifier_evaluation(state, prompt_audit),
+            "verifier_evaluation": verifier_evaluation(state, prompt_audit, served=served),
         })),
         orchestration_trace=bounded_audit(redact_value(build_orchestration_trace(events, state))) if events else None,
     )

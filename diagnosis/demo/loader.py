@@ -378,7 +378,10 @@ def _load_traces_and_changes(path: Path) -> dict[str, Any]:
 def _load_kubernetes(file: Path) -> dict[str, Any]:
     """``{"namespace", "pods": [...], "services": [...], "events": [...]}`` in the tool's shape, times as
     ``*_offset_seconds``. Pods may carry ``podIP``/``hostIP``; a Service's ``endpoints`` default to the
-    pods its selector picks that have a ``podIP``, as the endpoints controller builds them."""
+    pods its selector picks that have a ``podIP``, as the endpoints controller builds them.
+
+    Why it is long: one check per section of the file (pods, services, events), each with the message that
+    names what is wrong."""
     if not file.is_file():
         return {}
     data = _read_json(file)

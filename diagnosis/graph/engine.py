@@ -188,6 +188,7 @@ class StateGraph:
         return CompiledGraph(self, recursion_limit)
 
     def _problems(self, recursion_limit: int) -> list[str]:
+        """Why it is long: a flat list of independent checks of a graph, each saying how to fix it."""
         problems: list[str] = []
         known = self.nodes.keys()
 
@@ -302,7 +303,7 @@ class CompiledGraph:
 
         ``state`` is the read-only state after the node's update. A failure raises a
         GraphRunError subclass carrying the last real state and the outputs so far.
-        """
+        Why it is long: node call, update, routing and failure handling in one loop: every exit has the state."""
         if config is None:
             config = RunConfig()
         limit = self.recursion_limit

@@ -51,10 +51,10 @@ class StateKey:
     PLANNER_STATUS = "planner_status"
     PLANNER_PLAN = "planner_plan"
     EXECUTOR_STATUS = "executor_status"
-    EXECUTOR_OUTPUT = "executor_output"  # executor_evidence_v2
+    EXECUTOR_OUTPUT = "executor_output"  # contracts.ExecutorEvidence.to_dict() (or {"error": ...})
     GATEKEEPER_RESULT = "gatekeeper_result"  # {verdict, verified_binding_count, ...audit}
     VERDICT_CEILING = "verdict_ceiling"  # the gatekeeper verdict, set by the topology
-    VERIFIED_EXECUTOR_OUTPUT = "verified_executor_output"
+    VERIFIED_EXECUTOR_OUTPUT = "verified_executor_output"  # contracts.ExecutorEvidence.to_dict(), verified only
     VERIFIED_EVIDENCE = "verified_evidence"
     VERIFIER_STATUS = "verifier_status"
     VERIFIER_OUTPUT = "verifier_output"  # {verdict, score, claim_checks, fact_checks, critical_evidence_gaps, rationale}
@@ -90,10 +90,10 @@ class DiagnosisState(TypedDict, total=False):
     planner_status: str  # NodeStatus
     planner_plan: dict[str, Any]  # planner_plan_v1
     executor_status: str
-    executor_output: dict[str, Any]  # executor_evidence_v2 (contracts.ExecutorEvidence)
+    executor_output: dict[str, Any]  # contracts.ExecutorEvidence.to_dict(), parsed by its owner at the node
     gatekeeper_result: dict[str, Any]  # contracts.GatekeeperResult.to_dict()
     verdict_ceiling: str  # contracts.Verdict
-    verified_executor_output: dict[str, Any]
+    verified_executor_output: dict[str, Any]  # contracts.ExecutorEvidence.to_dict()
     verified_evidence: list[dict[str, Any]]
     verifier_status: str
     verifier_output: dict[str, Any]

@@ -93,6 +93,7 @@ class OpenAIChatModel:
         backoff_cap: float = 2.0,
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
+        """Why it is long: its keyword settings (one per deployment option, docs/MODELS.md) and their checks."""
         if not api_key:
             raise ModelNonRetryableError("OpenAI API key is missing; set OPENAI_API_KEY",
                                          code="model_config_error")

@@ -18,10 +18,11 @@ from __future__ import annotations
 
 import copy
 import json
-from typing import Any, Literal, Optional, Union
+from typing import Any, ClassVar, Literal, Optional, Union
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from diagnosis.contracts import EXECUTOR_EVIDENCE_VERSION, EXECUTOR_SUMMARY_CHARS
 from diagnosis.structured_diagnosis import CAUSE_KIND_IDS, CLAIM_ID_PATTERN
 
 from .base import ModelInvalidOutputError
@@ -68,16 +69,22 @@ class EvidenceBinding(_Out):
     evidence_excerpt: str = _text(400, required=True)
 
 
-class EvidenceClaim(_Out):
+# The wire schema of the executor's answer. The shape is owned by diagnosis.contracts (`ExecutorEvidence`,
+# `EvidenceClaim`: the version, the fields, the parse where it enters the graph); these classes only add
+# what a server needs to constrain its output (types, wire bounds), with the same fields
+# (tests/architecture/test_single_owners.py compares them). The name sent to the server stays the shape's.
+class EvidenceClaimSchema(_Out):
+    WIRE_NAME: ClassVar[str] = "EvidenceClaim"
     claim_id: str = _text(32, required=True)
     statement: str = _text(500)
     evidence: list[EvidenceBinding] = Field(json_schema_extra=_max(8))
 
 
-class ExecutorEvidence(_Out):
-    version: Literal["executor_evidence_v2"]
-    summary: str = _text(2000)
-    claims: list[EvidenceClaim] = Field(json_schema_extra=_max(20))
+class ExecutorEvidenceSchema(_Out):
+    WIRE_NAME: ClassVar[str] = "ExecutorEvidence"
+    version: Literal[EXECUTOR_EVIDENCE_VERSION]  # type: ignore[valid-type] (a constant str)
+    summary: str = _text(EXECUTOR_SUMMARY_CHARS)
+    claims: list[EvidenceClaimSchema] = Field(json_schema_extra=_max(20))
     open_questions: list[str] = Field(default_factory=list, json_schema_extra=_max(10))
 
 
@@ -175,7 +182,7 @@ class AiOpsDecision(_Out):
 class AiOpsExecution(_Out):
     status: str = _one_of("COMPLETED", "PARTIAL", "FAILED")
     summary: str = _text(2000)
-    evidence: list[EvidenceClaim] = Field(default_factory=list, json_schema_extra=_max(20))
+    evidence: list[EvidenceClaimSchema] = Field(default_factory=list, json_schema_extra=_max(20))
     nextHint: str = _text(500)  # noqa: N815 (the wire name)
 
 
@@ -189,7 +196,7 @@ class AiOpsReport(_Out):
 # (role, node) -> the contract of that call's final JSON answer. `None` as node: any node of the role.
 OUTPUTS: dict[tuple[str, str | None], type[BaseModel]] = {
     ("planner", None): PlannerPlan,
-    ("executor", None): ExecutorEvidence,
+    ("executor", None): ExecutorEvidenceSchema,
     ("verifier", None): VerifierVerdict,
     ("composer", None): ComposerAnswer,
     ("aiops", "aiops_planner"): AiOpsDecision,
@@ -205,7 +212,8 @@ def output_model(role: str, node: str | None = None) -> type[BaseModel] | None:
 
 
 def schema_name(model: type[BaseModel]) -> str:
-    return f"{model.__name__}_{SCHEMA_VERSION}"
+    """The name sent with a schema: the shape's own (`WIRE_NAME` where the class is only its wire schema)."""
+    return f"{getattr(model, 'WIRE_NAME', model.__name__)}_{SCHEMA_VERSION}"
 
 
 TOOL_NAME_FIELDS = ("tool", "tool_name")

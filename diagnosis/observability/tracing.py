@@ -68,6 +68,8 @@ def export_run(run_id: str) -> None:
 
 
 def _build(tracer, run_id: str) -> None:
+    """Why it is long: one span per kind of row of the run (steps, tool calls, events), built in one pass under
+    the run's root span."""
     from opentelemetry import trace
     from opentelemetry.trace import Status, StatusCode
 

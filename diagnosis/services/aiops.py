@@ -306,6 +306,6 @@ def aiops_execute(rc: RunContext) -> DiagnosisRun | None:
                            "citedInvocationIds": outcome.cited_invocation_ids,
                            "alertsTotal": len(outcome.alerts), "alertsSource": outcome.alerts_source})
     return rc.succeed(RunResult(answer=report, degraded=outcome.degraded, self_evaluation=evaluation,
-                                effective_verdict=known_verdict(outcome.verdict()),
+                                effective_verdict=known_verdict(outcome.verdict),
                                 diagnosis=aiops_diagnosis(outcome, rc.agent),
                                 orchestration_trace=outcome.orchestration_trace))

@@ -174,6 +174,8 @@ def _end_if_cancelled() -> None:
 
 
 async def _pushed(run_pk: int, after: int, *, max_seconds: float, heartbeat: float) -> AsyncIterator[LiveEvent]:
+    """Why it is long: the subscribe, replay and follow steps of the protocol in their order, sharing the
+    subscription and the last place sent; apart, a publish between two steps could be missed."""
     import redis.asyncio as aioredis
 
     loop = asyncio.get_running_loop()

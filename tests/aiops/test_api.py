@@ -6,6 +6,7 @@ import re
 
 import pytest
 
+from diagnosis.contracts import SelfEvaluation
 from diagnosis.models import AgentStep, ChatSession, DiagnosisRun, RunEvent, ToolInvocation
 from tests.aiops.conftest import scenario_alerts, sse_events, webhook
 
@@ -135,6 +136,9 @@ def test_the_aiops_rule_evaluation_is_stored(alice_api, demo_knowledge):
     assert run.self_evaluation["prompt_audit"]["prompts"]["aiops"] == "v2"
     # The verdict is the Gatekeeper's over the report's citations (every claim verified, every alert analysed).
     assert run.effective_verdict == "PASS"
+    # Computed once: the column and the stored rule evaluation hold the same verdict, read back by its owner.
+    assert evaluation["verdict"] == run.effective_verdict
+    assert SelfEvaluation.read(run.self_evaluation).stored_verdict == run.effective_verdict
     assert run.diagnosis["coverage"] == {"alertsAnalysed": 3, "alertsReceived": 3}
     assert run.answer.startswith("Coverage: 3 of 3 alert(s) analysed.")
 

@@ -7,8 +7,8 @@ import json
 import pytest
 
 from diagnosis.contracts import (
-    TRACE_VERSION, ExecutorEvidence, GatekeeperResult, SelfEvaluation, StoredAudit, StructuredDiagnosis, Verdict,
-    orchestration_trace_read,
+    EXECUTOR_MAX_CLAIMS, EXECUTOR_SUMMARY_CHARS, TRACE_VERSION, EvidenceShapeError, ExecutorEvidence, GatekeeperResult,
+    SelfEvaluation, StoredAudit, StructuredDiagnosis, Verdict, orchestration_trace_read,
 )
 
 ODD = [None, "", "not json", 3, [], ["x"], {"verifier_evaluation": 3}, {"verifier_evaluation": {"gatekeeper_audit": []}}]
@@ -55,3 +55,28 @@ def test_the_structured_diagnosis_reads_its_camel_case_keys():
                                           "undetermined": True, "symptoms": [{"service": "api"}, 2]})
     assert diagnosis.root_cause == {"service": "payment"} and diagnosis.undetermined and len(diagnosis.symptoms) == 1
     assert StructuredDiagnosis.read("garbage") == StructuredDiagnosis()
+
+
+@pytest.mark.parametrize(("value", "field"), [
+    (None, "version"), ({"version": "executor_evidence_v1", "claims": []}, "version"),
+    ({"version": "executor_evidence_v2"}, "claims"), ({"version": "executor_evidence_v2", "claims": {"c1": {}}}, "claims"),
+    ({"version": "executor_evidence_v2", "claims": [{"claim_id": "c1", "evidence": []}, "c2"]}, "claims[1]"),
+    ({"version": "executor_evidence_v2", "claims": [{"claim_id": 1, "evidence": []}]}, "claims[0]"),
+    ({"version": "executor_evidence_v2", "claims": [{"claim_id": "c1", "evidence": "inv-0a1b2c3d"}]}, "claims[0]"),
+])
+def test_the_executor_answer_that_is_not_one_is_refused_where_it_enters(value, field):
+    with pytest.raises(EvidenceShapeError) as refused:
+        ExecutorEvidence.parse(value)
+    assert refused.value.field == field
+
+
+def test_the_executor_answer_is_parsed_bounded_and_keeps_what_the_gatekeeper_audits():
+    claims = [{"claim_id": f"c{i}", "statement": ["not", "text"] if i == 0 else "s", "evidence": [7, {"raw_path": "$"}],
+               "extra": "dropped"} for i in range(EXECUTOR_MAX_CLAIMS + 3)]
+    parsed = ExecutorEvidence.parse({"version": "executor_evidence_v2", "summary": "x" * (EXECUTOR_SUMMARY_CHARS + 5),
+                                     "claims": claims, "open_questions": ["why?", 3]})
+    assert len(parsed.claims) == EXECUTOR_MAX_CLAIMS and len(parsed.summary) == EXECUTOR_SUMMARY_CHARS
+    first = parsed.to_dict()["claims"][0]
+    assert first == {"claim_id": "c0", "statement": ["not", "text"], "evidence": [7, {"raw_path": "$"}]}
+    assert parsed.open_questions == ("why?",)
+    assert ExecutorEvidence.read(json.dumps(parsed.to_dict())).claims[0].claim_id == "c1"  # read keeps text statements

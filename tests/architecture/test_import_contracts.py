@@ -26,11 +26,16 @@ PACKAGES = ("diagnosis", "traces", "config")
 FRAMEWORKS = ("django", "rest_framework", "celery", "kombu", "drf_spectacular")
 MAX_LINES = 450
 SIZE_REASON = "# size:"
-# Modules whose length is not judged here: generated migrations, and the offline analyser while issue 26
-# rewrites it (its new modules are judged once that lands; remove the prefix then).
-SIZE_EXEMPT_PREFIXES = ("diagnosis/migrations/", "traces/migrations/", "diagnosis/llm/offline/")
-# Being split along their seams by the alert-analysis-on-the-engine and route-drawing work; to be removed then.
-SIZE_PENDING: set[str] = set()
+# Modules whose length is not judged here: generated migrations (tests live outside the packages judged).
+SIZE_EXEMPT_PREFIXES = ("diagnosis/migrations/", "traces/migrations/")
+# Long modules that other engineers are changing or splitting now (traces/admin.py is being split), with
+# their length today: each may not grow, and an entry whose module is split below MAX_LINES must be removed,
+# so the list only shrinks. Each still says at its top why it is long.
+SIZE_PENDING: dict[str, int] = {
+    "traces/admin.py": 815,
+    "traces/run_detail.py": 713,
+    "diagnosis/tools/backends/demo.py": 602,
+}
 # Lazily imported on purpose: a tool backend is loaded only when settings configure it.
 LATE_IMPORT_ALLOWED = {"diagnosis.services.wiring"}
 
@@ -244,12 +249,23 @@ def test_no_module_is_longer_than_450_lines_without_a_reason_at_its_top():
     too_long = []
     for module, path in sorted(_modules().items()):
         rel = path.relative_to(ROOT).as_posix()
-        if rel.startswith(SIZE_EXEMPT_PREFIXES) or rel in SIZE_PENDING:
+        if rel.startswith(SIZE_EXEMPT_PREFIXES):
             continue
         lines = path.read_text(encoding="utf-8").splitlines()
         if _too_long_without_reason(lines):
             too_long.append(f"{rel} ({len(lines)} lines)")
     assert not too_long, f"split these, or say why at the top with a '{SIZE_REASON}' line: {too_long}"
+
+
+def _line_count(rel: str) -> int:
+    return len((ROOT / rel).read_text(encoding="utf-8").splitlines())
+
+
+def test_the_long_modules_being_split_elsewhere_only_shrink():
+    stale = sorted(rel for rel in SIZE_PENDING if _line_count(rel) <= MAX_LINES)
+    grown = sorted(f"{rel}: {_line_count(rel)} > {limit}" for rel, limit in SIZE_PENDING.items() if _line_count(rel) > limit)
+    assert not stale, f"split below {MAX_LINES} lines: remove them from SIZE_PENDING: {stale}"
+    assert not grown, f"a module being split may not grow: {grown}"
 
 
 def _too_long_without_reason(lines: list[str]) -> bool:

@@ -273,7 +273,7 @@ def test_no_wire_schema_asks_for_a_string_longer_than_a_grammar_compiler_takes()
     for model in set(schemas.OUTPUTS.values()):
         found = list(lengths(schemas.json_schema(model, tool_parameters=TOOL_PARAMETERS)))
         assert found and max(found) <= schemas.WIRE_TEXT_LIMIT, (model.__name__, max(found))
-    assert schemas.ExecutorEvidence.model_fields["summary"].json_schema_extra["maxLength"] > schemas.WIRE_TEXT_LIMIT
+    assert schemas.ExecutorEvidenceSchema.model_fields["summary"].json_schema_extra["maxLength"] > schemas.WIRE_TEXT_LIMIT
     assert schemas.validate_output(schemas.AiOpsReport, {"report_markdown": "x" * 5000})  # local check stays lenient
 
 

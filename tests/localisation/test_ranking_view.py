@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from diagnosis import ranking_view as view_module
+from diagnosis.localisation.outcome import localise
 from diagnosis.ranking_view import MAX_CANDIDATES, bounded_candidates, ranking_view
 from tests.localisation.support import Results, caller_and_database, flat, stepped
 
@@ -71,3 +73,16 @@ def test_the_ranking_kept_is_at_most_the_top_five():
         results.metric({"__name__": "process_resident_memory_bytes", "service": name}, stepped(2e8, 9e8, 30 + 3 * i))
     view = ranking_view(results.items, question="What is wrong?", root_service="alda-svc")
     assert len(view["candidates"]) == MAX_CANDIDATES and view["candidates"][0]["service"] == "alda-svc"
+
+
+def test_the_agreement_is_judged_on_the_candidates_as_stored(monkeypatch):
+    """A top root left out of the stored candidates (its name is no service name) cannot decide the agreement."""
+    results = caller_and_database()
+    loc = localise(results.items, ["fobrel-api"])
+    ranking = loc.ranking(limit=MAX_CANDIDATES, refs_per_candidate=4)
+    hostile = {**ranking[0], "service": "<b>quastor-db</b>", "rank": 0}
+    monkeypatch.setattr(loc, "ranking", lambda **_: [hostile, *ranking])
+    monkeypatch.setattr(view_module, "localise_results", lambda *_: loc)
+    view = ranking_view(results.items, question=QUESTION, root_service="quastor-db")
+    assert [c["service"] for c in view["candidates"]] == ["quastor-db", "fobrel-api"]
+    assert view["agreement"] == "agrees"

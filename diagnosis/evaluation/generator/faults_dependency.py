@@ -17,6 +17,9 @@ def _step(world: World, onset: int, before: tuple[float, float], after: tuple[fl
 
 
 def database(world: World, root: Node, onset: int) -> Story:
+    """Why it is long: one branch per variant of the fault (connections, locks, slow), each writing its metric
+    and the server's and clients' lines together, from the one rng in a fixed order (a seed always gives the
+    same incident)."""
     rng = world.rng
     variant = rng.choice(("connections", "locks", "slow"))
     pg = root.tech == "postgres"

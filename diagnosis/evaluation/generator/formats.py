@@ -71,7 +71,10 @@ def _logfmt_value(value: str) -> str:
 
 
 def render(node: Node, event: Event, rng: random.Random) -> tuple[str, str | None]:
-    """The line ``node`` writes for ``event`` and the record's level label (None: read it from the line)."""
+    """The line ``node`` writes for ``event`` and the record's level label (None: read it from the line).
+
+    Why it is long: one short branch per log format and technology; side by side, the differences between the
+    formats stay visible."""
     fmt, level, text, failure = node.format, event.level, event.text, event.failure
     logger = event.logger or _logger(node, rng)
     labelled = rng.random() < 0.5  # half the streams carry a level label, the rest are read from the line

@@ -106,7 +106,10 @@ def _alert(service: str, name: str, severity: str, summary: str, description: st
 
 def generate(seed: int, *, traces: bool | None = None) -> Incident:
     """The incident of ``seed`` (the same seed always gives the same incident). ``traces`` None lets the
-    seed decide whether it carries traces.json; True or False forces it."""
+    seed decide whether it carries traces.json; True or False forces it.
+
+    Why it is long: the incident's parts (question, world, fault, alerts, ground truth, log format) draw from
+    one rng in a fixed order, so a seed always gives the same incident; its sections are marked by comments."""
     if not isinstance(seed, int) or isinstance(seed, bool) or seed < 0:
         raise ValueError(f"seed must be an integer >= 0, got {seed!r}")
     rng = random.Random(seed)

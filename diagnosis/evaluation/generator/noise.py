@@ -85,7 +85,10 @@ def routine_warning(world: World, node: Node, at: float) -> str:
 
 
 def add_noise(world: World, healthy: list[Node], onset: int | None) -> dict[str, str]:
-    """Noise on healthy nodes; returns what was added (for the ground-truth notes)."""
+    """Noise on healthy nodes; returns what was added (for the ground-truth notes).
+
+    Why it is long: a list of independent kinds of noise, each a few lines, drawn from the one rng in a fixed
+    order (a seed always gives the same incident)."""
     rng = world.rng
     apps = [n for n in healthy if n.role in ("frontend", "service")]
     cluster = [n for n in healthy if n.in_cluster]
