@@ -103,6 +103,12 @@ class Alert:
     def text(self) -> str:
         return f"{self.name} {self.summary} {self.description}"
 
+    @property
+    def priority(self) -> tuple:
+        """Firing before pending, most severe first, oldest first."""
+        severity = {"critical": 0, "page": 0, "error": 1, "warning": 2}.get(self.labels.get("severity", "").lower(), 3)
+        return (0 if self.state == "firing" else 1, severity, self.active_at)
+
     def binding(self) -> dict[str, str]:
         return _binding(self.invocation_id, "query_alerts", f"$.alerts[{self.index}].annotations.summary", self.summary)
 
@@ -397,5 +403,15 @@ class Observations:
     def has(self, service: str) -> bool:
         profile = self.profiles.get(service)
         return bool(profile and (profile.lines or profile.series))
+
+    def alerting_services(self, question: str) -> list[str]:
+        """Firing services: those whose name shares a word with the question first, then those the runbooks
+        retrieved for the question name (a Chinese question names no ASCII service), then by severity and age."""
+        words = {w.lower() for w in re.findall(r"[A-Za-z]{3,}", question or "")}
+        retrieved = " ".join(f"{c.title} {c.content}" for c in self.knowledge)
+        ranked = sorted((a for a in self.alerts if a.state == "firing" and a.service),
+                        key=lambda a: (-len(words & set(a.service.lower().split("-"))), -retrieved.count(a.service),
+                                       a.priority))
+        return list(dict.fromkeys(a.service for a in ranked))
 
 
