@@ -4,7 +4,7 @@ verified claims of the tasks that analysed it (SPEC R1), or the degraded report 
 Framework-free, like ``answer_render`` (whose claim sentences it reuses). The served report
 (``diagnosis.agents.aiops_report``) and the offline analyser's own report (``diagnosis.llm.offline.aiops``)
 both render through it, from the same per-task findings: ``{"service", "alert_ids", "verified_claims"}``,
-with ``"verified_evidence"`` when the caller holds it (else the claims' own bindings are the verified ones).
+with ``"evidence"`` (the task's verified bindings) when the caller holds them, else the claims' own bindings.
 """
 
 from __future__ import annotations
@@ -100,7 +100,7 @@ def _claims(finding: Mapping[str, Any]) -> list[Mapping[str, Any]]:
 
 
 def _evidence(finding: Mapping[str, Any]) -> list[Mapping[str, Any]]:
-    evidence = finding.get("verified_evidence")
+    evidence = finding.get("evidence")
     if evidence is None:
         evidence = [b for c in _claims(finding) for b in c.get("evidence") or [] if isinstance(b, Mapping)]
     return [e for e in evidence if isinstance(e, Mapping)]

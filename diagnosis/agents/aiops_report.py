@@ -82,7 +82,7 @@ def check_report(markdown: str, *, run_id: str, lookup, verified_evidence: list[
 
 def findings_of(results: list[TaskResult]) -> list[dict[str, Any]]:
     """The tasks' results in the shape the report renderer reads (``diagnosis.alert_render``)."""
-    return [{**r.finding(for_planner=False), "verified_evidence": r.verified_evidence} for r in results]
+    return [{**r.finding(for_planner=False), "evidence": r.verified_evidence} for r in results]
 
 
 def compose_alert_fallback(*, alerts: list[dict], results: list[TaskResult], reason: str, language: str,

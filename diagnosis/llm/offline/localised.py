@@ -14,7 +14,6 @@ from diagnosis.localisation.outcome import Localisation, localise, service_in_ad
 from diagnosis.localisation.records import Ref
 from diagnosis.localisation.taxonomy import CAUSE_KIND_BY_ID
 from diagnosis.llm.offline.claims import alert_claims, healthy_claims, runbook_claims, service_claims
-from diagnosis.llm.offline.composer import CAUSE_KIND_OF
 from diagnosis.llm.offline.findings import Change, RootCause
 from diagnosis.llm.offline.lexicon import (
     CAUSE_BY_KEY, KNOWLEDGE_TOP_K, LOG_LIMIT, MAX_FOLLOW_UP_SERVICES, _canonical, _iso, _short, _suspicious,
@@ -213,6 +212,25 @@ def build_claims(obs, loc: Localisation, book, language: str, stated_symptom: bo
     if affected:
         text += f"; {', '.join(affected)} is affected through its dependency on it" + (f" ({path})" if path else "")
     return text + "."
+
+
+# The lexicon's cause keys by the kind of the closed taxonomy they describe: which runbook lines are advice
+# for the kind the localiser named (the lexicon only picks advice here; it never decides).
+CAUSE_KIND_OF = {
+    "db_connection_pool_exhausted": "resource.pool", "worker_pool_exhausted": "resource.pool",
+    "memory_leak_oom": "resource.memory", "gc_pauses": "resource.memory", "oom_killed": "resource.memory",
+    "disk_full": "resource.disk", "inode_exhaustion": "resource.disk",
+    "noisy_neighbour_cpu": "resource.cpu", "cpu_throttling": "resource.cpu",
+    "slow_downstream_dependency": "dependency.database", "db_replication_lag": "dependency.database",
+    "db_deadlock": "dependency.database", "db_lock_wait": "dependency.database",
+    "db_too_many_connections": "dependency.database",
+    "cache_memory_limit": "dependency.cache", "cache_disabled": "dependency.cache",
+    "consumer_lag_rebalance": "dependency.queue", "upstream_breaking_change": "change.deploy",
+    "missing_config": "change.config", "invalid_config": "change.config", "config_change": "change.config",
+    "credentials_rejected": "change.secret", "image_pull": "change.image", "failed_scheduling": "scheduling.pending",
+    "dns_failure": "network.dns", "tls_certificate_expired": "network.tls", "connection_refused": "network.refused",
+    "upstream_rate_limited": "capacity.rate_limit",
+}
 
 
 def _lexicon_cause(kind: str | None):

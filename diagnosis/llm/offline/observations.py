@@ -14,7 +14,6 @@ from diagnosis.llm.offline.lexicon import (
     CAUSES,
     CAUSE_BY_KEY,
     Cause,
-    HEALTHY_LINE,
     MIN_RUNBOOK_EXCERPT,
     _canonical,
     _json,
@@ -206,28 +205,6 @@ class Profile:
             return None
         key, score = max(self.causes.items(), key=lambda kv: (kv[1], -_cause_rank(kv[0])))
         return CAUSE_BY_KEY[key] if score > 0 else None
-
-    def cue_lines(self, cause: Cause) -> list[LogLine]:
-        """The first error naming the cause, the first warning naming it, the first context line naming it."""
-        found = []
-        for levels in (("ERROR", "FATAL"), ("WARN",), ("INFO", "DEBUG")):
-            lines = [p.first for p in self.patterns if cause.key in p.causes and p.level in levels
-                     and not (levels[0] == "INFO" and HEALTHY_LINE.search(p.first.message))]
-            if lines:
-                found.append(min(lines, key=lambda line: (line.ts or 0, line.index)))
-        return found
-
-    def cue_line(self, cause: Cause) -> LogLine | None:
-        lines = self.cue_lines(cause)
-        return lines[0] if lines else None
-
-    def cause_series(self, cause: Cause) -> list[Series]:
-        """Series that moved the way the cause moves them, the cause's defining metric first."""
-        def rank(s: Series) -> tuple:
-            index = next((i for i, (p, _) in enumerate(cause.metrics) if p.search(s.name)), len(cause.metrics))
-            return (index, s.direction != "saturated", -s.severity)
-        moved = [s for s in self.series if cause.matches_series(s.name, s.direction)]
-        return sorted(moved, key=rank)
 
 
 def _cause_rank(key: str) -> int:

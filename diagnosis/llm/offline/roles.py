@@ -13,7 +13,6 @@ from diagnosis.llm.base import ChatRequest, ToolCall
 
 from diagnosis.llm.offline.findings import RootCause, finding_of
 from diagnosis.llm.offline.lexicon import (
-    CAUSE_BY_KEY,
     DEFAULT_TOOLS,
     EVIDENCE_VERSION,
     GAP_RESERVE,
@@ -192,15 +191,9 @@ def _extend_snapshot(previous: Mapping[str, Any], obs: Observations) -> Evidence
         if not isinstance(root, RootCause):
             continue
         profile = obs.profiles.get(root.service)
-        cause = CAUSE_BY_KEY.get(root.cause)
         if profile is None:
             continue
-        extra: list[dict[str, str]] = []
-        if cause is not None:
-            extra += [s.binding() for s in profile.cause_series(cause)[:1]]
-            cue = profile.cue_line(cause)
-            extra += [cue.binding()] if cue else []
-        extra += [s.binding() for s in profile.anomalies[:1]] + [p.first.binding() for p in top_patterns(profile)[:1]]
+        extra = [s.binding() for s in profile.anomalies[:1]] + [p.first.binding() for p in top_patterns(profile)[:1]]
         have = {(b.get("source_invocation_id"), b.get("raw_path")) for b in claim.get("evidence") or []}
         claim["evidence"] = list(claim.get("evidence") or []) + [
             b for b in dict(((b["source_invocation_id"], b["raw_path"]), b) for b in extra).values()
