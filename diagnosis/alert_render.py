@@ -9,7 +9,9 @@ with ``"evidence"`` (the task's verified bindings) when the caller holds them, e
 
 from __future__ import annotations
 
+import json
 import re
+from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from diagnosis.advice import is_destructive
@@ -18,47 +20,8 @@ from diagnosis.markdown_text import md_cell, md_code, md_inline
 from diagnosis.model_text import foreign_citations
 from diagnosis.localisation.taxonomy import CAUSE_KIND_BY_ID
 
-TEXT = {
-    "table_head": {"en": "| alert | service | severity | state | since | analysed |",
-                   "zh": "| 告警 | 服务 | 级别 | 状态 | 开始时间 | 已分析 |"},
-    "alerts_head": {"en": "**Active alerts**", "zh": "**活跃告警**"},
-    "no_alerts": {"en": "No active alert.", "zh": "当前没有活跃告警。"},
-    "yes": {"en": "yes", "zh": "是"},
-    "no": {"en": "no", "zh": "否"},
-    "degraded": {"en": "**The alert analysis could not be completed (degraded report).**",
-                 "zh": "**告警分析未能完整完成（降级报告）。**"},
-    "no_root": {"en": "No verified root cause is reported (reason: `{reason}`).",
-                "zh": "没有给出经过验证的根因结论（原因：`{reason}`）。"},
-    "per_alert": {"en": "**Per alert**", "zh": "**逐条分析**"},
-    "verified": {"en": "Verified evidence:", "zh": "已验证的证据："},
-    "nothing_verified": {"en": "No evidence was verified for this alert.", "zh": "该告警没有任何证据通过校验。"},
-    "not_analysed": {"en": "Not analysed in this run.", "zh": "本次运行未分析该告警。"},
-    "conclusion": {"en": "**Conclusion**", "zh": "**结论**"},
-    "conclusion_text": {"en": "{n} of {total} alert(s) were analysed; {v} have verified evidence. No root cause is "
-                              "stated because the analysis did not finish.",
-                        "zh": "共 {total} 条告警，已分析 {n} 条，其中 {v} 条有经过验证的证据。由于分析未完成，不给出根因结论。"},
-    "analysed_roots": {"en": "{n} of {total} alert(s) were analysed. Root cause(s) with verified evidence: {roots}.",
-                       "zh": "共 {total} 条告警，已分析 {n} 条。有经过验证的证据的根因：{roots}。"},
-    "analysed_none": {"en": "{n} of {total} alert(s) were analysed; no root cause was established from the verified "
-                            "evidence.",
-                      "zh": "共 {total} 条告警，已分析 {n} 条；经过验证的证据未能确定根因。"},
-    "risks": {"en": "**Risks**", "zh": "**风险**"},
-    "risk_unfinished": {"en": "The analysis stopped early; the alerts may have causes that were not examined.",
-                        "zh": "分析提前终止，告警可能存在尚未检查到的原因。"},
-    "risk_not_analysed": {"en": "{n} alert(s) were not analysed: {names}.", "zh": "{n} 条告警未被分析：{names}。"},
-    "next": {"en": "**Next steps**", "zh": "**建议的下一步**"},
-    "next_logs": {"en": "Check the error logs and key metrics (errors, latency, saturation) of the alerting services.",
-                  "zh": "检查告警服务的错误日志和关键指标（错误率、延迟、资源饱和度）。"},
-    "next_retry": {"en": "Review the queries in the run trace and run the analysis again.",
-                   "zh": "在运行追踪中查看已执行的查询，然后重新发起分析。"},
-    "coverage": {"en": "Coverage: {n} of {total} alert(s) analysed.", "zh": "覆盖范围：共 {total} 条告警，已分析 {n} 条。"},
-    "stopped_early": {"en": "_The analysis stopped early ({reason}); this report covers only what was verified before._",
-                      "zh": "_分析提前终止（{reason}）；本报告只包含此前已验证的内容。_"},
-    "removed_note": {"en": "**Unverified statements removed**: {n} statement(s) of this report cited evidence that the "
-                           "Gatekeeper could not verify against this run's tool output, so they were removed (reasons: "
-                           "{reasons}).",
-                     "zh": "**已删除未经验证的陈述**：本报告中有 {n} 条陈述引用的证据未能通过校验（与本次运行的工具输出不符），已被删除（原因：{reasons}）。"},
-}
+# The report's wording in both languages, as data (a message catalogue): {key: {"en": ..., "zh": ...}}.
+TEXT: dict[str, dict[str, str]] = json.loads((Path(__file__).parent / "alert_report_text.json").read_text(encoding="utf-8"))
 ROOT_CAUSE = re.compile(r"^Root cause \((?P<kind>[a-z_.]+)\): (?P<service>\S+) — ")
 
 
