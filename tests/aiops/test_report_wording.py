@@ -28,3 +28,17 @@ def test_every_key_the_renderers_say_is_in_the_catalogue():
     assert {"coverage", "removed_note", "stopped_early", "next_logs"} <= used  # the scan sees the call sites
     assert used - set(TEXT) == set()
     assert t("coverage", "zh", n=1, total=2) == "覆盖范围：共 2 条告警，已分析 1 条。"
+
+
+def test_a_reporter_line_the_rendered_body_already_says_is_not_a_suggestion():
+    from diagnosis.agents.aiops import Task, TaskResult, alert_record
+    from diagnosis.agents.aiops_report import render_aiops_report, report_suggestions
+
+    alert = alert_record({"labels": {"alertname": "PoolSaturated", "service": "payment-service"}, "annotations": {},
+                          "state": "firing"}, alert_id="a1", source="request")
+    result = TaskResult(task=Task("t1", "payment-service", ["a1"], "why"), round=1, status="PARTIAL")
+    reporter = "Coverage: 1 of 1 alert(s) analysed.\n\n- Pause the refund batch before resizing the pool.\n"
+    report, _removed, _cited, advice = render_aiops_report(alerts=[alert], results=[result], language="en",
+                                                           suggestions=report_suggestions(reporter))
+    assert [a["text"] for a in advice] == ["Pause the refund batch before resizing the pool."]
+    assert report.count("Coverage: 1 of 1 alert(s) analysed.") == 1
