@@ -17,9 +17,10 @@ from diagnosis.agents.aiops import (
     alert_record, alerts_language, compact_alert, validate_decision, validate_execution, validate_report,
 )
 from diagnosis.agents.aiops_report import (
-    REMOVED_NOTE, _t, check_report, compose_alert_fallback, render_aiops_report, report_suggestions,
+    check_report, compose_alert_fallback, render_aiops_report, report_suggestions,
 )
 from diagnosis.agents.catalog import prompt
+from diagnosis.alert_render import t as report_text
 from diagnosis.agents.nodes import STATUS_BY_KIND, run_inputs
 from diagnosis.agents.runtime import AgentContext, fence_tool_output
 from diagnosis.agents.tool_loop import run_tool_loop
@@ -246,10 +247,10 @@ class AlertAgents:
                                                            suggestions=report_suggestions(markdown))
         stopped = state.get(K.FAULT) or _intake_error(state)
         if stopped:  # the reporter may not say so itself: the run does
-            text = _t("stopped_early", language, reason=md_inline(stopped)) + "\n\n" + text
+            text = report_text("stopped_early", language, reason=md_inline(stopped)) + "\n\n" + text
         if check.removed:  # say that the reporter cited evidence that did not verify
             why = ", ".join(sorted({r for item in check.removed for r in item["reasons"].values()}))
-            text += "\n" + REMOVED_NOTE["zh" if language == "zh" else "en"].format(n=len(check.removed), reasons=why) + "\n"
+            text += "\n" + report_text("removed_note", language, n=len(check.removed), reasons=why) + "\n"
         check = replace(check, markdown=text, cited_invocation_ids=cited,
                         removed=check.removed + [{"rendered": True, **r} for r in removed],
                         suggestions=[a["text"] for a in advice], advice=advice)
@@ -264,7 +265,7 @@ class AlertAgents:
                                       intake_error=_intake_error(state))
         check = self._check(state, text)
         language = state.get(K.LANGUAGE) or "en"
-        steps = [_t("next_logs", language), _t("next_retry", language)]
+        steps = [report_text("next_logs", language), report_text("next_retry", language)]
         check = replace(check, suggestions=steps,
                         advice=[{"text": t, "verified": False, "destructive": False, "claimId": None} for t in steps])
         return {K.REPORT_CHECK: check, K.FINAL_ANSWER: check.markdown,

@@ -1,6 +1,7 @@
 """Generic reasoning of the offline analyser on real-format log lines: lead following, durations against
 thresholds the question steers, the last-error fallback, anchored change detection, and a symptom-stating
-question that is never answered "healthy". Unit level: observations and hypotheses, no scenario folder."""
+question that is never answered "healthy". Unit level: observations and the localiser's outcome as the
+analyser uses it (``localised``), no scenario folder."""
 
 from __future__ import annotations
 
@@ -8,12 +9,11 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from diagnosis.llm.offline.claims import follow_up_calls
-from diagnosis.llm.offline.hypotheses import diagnose
+from diagnosis.llm.offline.claims import ClaimBook
 from diagnosis.llm.offline.leads import duration_s, leads_in, stated_symptom
 from diagnosis.llm.offline.lexicon import CHANGE_PATTERNS
+from diagnosis.llm.offline.localised import build_claims, localise_results, next_calls
 from diagnosis.llm.offline.observations import Observations
-from diagnosis.llm.offline.taxonomy import LAST_ERROR
 
 NOW = datetime(2026, 11, 30, 11, 0, tzinfo=timezone.utc)
 TOOLS = {"query_logs", "query_metrics", "lookup_knowledge", "query_alerts"}
@@ -77,21 +77,20 @@ def test_leads_are_read_from_real_log_lines(message, own, expected):
 
 def test_without_the_resolver_evidence_the_reporter_is_not_blamed_on_a_lead_it_did_not_query():
     caller = logs("geo-service", [(-600, "ERROR", "dial tcp: lookup maps.internal on 10.96.0.10:53: no such host")])
-    found = diagnose(Observations([caller], "Why is geo-service failing?"), ["geo-service"])
-    assert found.root == "geo-service"  # nothing else was seen: the caller, with the DNS category
-    assert found.cause.key == "dns_failure"
+    found = localise_results([caller], ["geo-service"])
+    assert found.root in (None, "geo-service")  # nothing else was seen: never a service no query examined
+    assert not (found.root and found.root.startswith("maps"))
 
 
-def test_the_next_hop_is_only_the_lead_of_a_dependency_that_shows_trouble():
+def test_the_next_queries_follow_the_dependency_the_errors_name_and_repeat_none():
     gateway = logs("edge", [(-900, "ERROR", 'upstream timed out (110: Connection timed out), upstream: '
                                            '"http://order-api.shop.svc:8080/api"')])
     api = logs("order-api", [(-950, "ERROR", "Failed to obtain JDBC Connection from jdbc:mysql://orders-mysql:3306/o")],
                inv="inv-00000005")
-    obs = Observations([gateway, api], "Why is edge failing?")
-    assert follow_up_calls(obs, ["edge"], TOOLS, "", frontier=["order-api"]) == [
-        ("query_logs", {"service": "orders-mysql", "limit": 200}), ("query_metrics", {"service": "orders-mysql"})]
-    quiet = logs("order-api", [(-950, "INFO", "Order ORD-1 created via jdbc:mysql://orders-mysql:3306/o")], inv="inv-00000006")
-    assert follow_up_calls(Observations([gateway, quiet], ""), ["edge"], TOOLS, "", frontier=["order-api"]) == []
+    calls = next_calls(Observations([gateway, api]), [gateway, api], ["edge"], TOOLS, "")
+    assert ("query_metrics", {"service": "order-api"}) in calls  # the dependency edge's errors name
+    assert ("query_logs", {"service": "order-api", "limit": 200}) not in calls  # already read
+    assert not [c for c in calls if c[1].get("service") == "edge"]
 
 
 # --------------------------------------------------------------------------- durations and thresholds
@@ -142,48 +141,23 @@ def test_a_slow_caller_is_traced_to_the_database_its_slow_lines_name():
     db = logs("rates-pg", [(-1510 + 140 * i, "INFO", f"[51{i:02d}] LOG:  process 51{i:02d} still waiting for ShareLock on "
                                                     "transaction 884213 after 1000.052 ms") for i in range(10)], inv="inv-00000007")
     locks = metric("rates-pg", "pg_locks_waiting", step(0.0, 12.0, 35), inv="inv-00000008")
-    found = diagnose(Observations([caller, db, locks], "Why is quote-api slow?"), ["quote-api"])
-    assert (found.root, found.cause.key) == ("rates-pg", "db_lock_wait")
+    found = localise_results([caller, db, locks], ["quote-api"])
+    assert found.root == "rates-pg" or (found.outcome == "undetermined" and found.top().service == "rates-pg")
 
 
 def test_a_symptom_stating_question_is_never_answered_healthy():
     quiet = [logs("cart-api", [(-60 * i, "INFO", "GET /cart 200 in 12 ms") for i in range(30)]),
              metric("cart-api", "http_server_errors_ratio", flat(0.002))]
-    assert diagnose(Observations(quiet, "Is cart-api healthy?"), ["cart-api"]).nothing_wrong
-    slow = diagnose(Observations(quiet, "Why is cart-api so slow?"), ["cart-api"])
-    assert slow.undetermined and not slow.nothing_wrong
+    found = localise_results(quiet, ["cart-api"])
+    assert found.outcome == "nothing_wrong"
+    healthy, stated = ClaimBook(), ClaimBook()
+    assert "nothing wrong" in build_claims(Observations(quiet), found, healthy, "en", stated_symptom=False)
+    assert "undetermined" in build_claims(Observations(quiet), found, stated, "en", stated_symptom=True)
+    assert healthy.claims[0]["statement"].startswith("No anomaly found")
+    assert not any(c["statement"].startswith("No anomaly found") for c in stated.claims)
     assert stated_symptom("cart-api 为什么一直报错？").failure and not stated_symptom("cart-api 正常吗？").stated
     assert stated_symptom("What is wrong with cart-api?").failure and stated_symptom("cart-api 出了什么问题？").failure
     assert not stated_symptom("Is anything wrong with cart-api right now?").stated
-
-
-# --------------------------------------------------------------------------- the generic fallback
-
-
-def test_the_last_error_before_the_termination_is_named_when_no_category_matches():
-    lines = [(-700, "INFO", "Starting worker 2.4.0"), (-690, "ERROR", "unexpected token in report template header.tpl"),
-             (-680, "ERROR", "render pipeline aborted: 3 templates failed"), (-679, "FATAL", "worker exiting with status 2"),
-             (-300, "INFO", "Starting worker 2.4.0"), (-290, "ERROR", "unexpected token in report template footer.tpl"),
-             (-289, "FATAL", "worker exiting with status 2")]
-    found = diagnose(Observations([logs("report-worker", lines)], "Why does report-worker keep failing?"), ["report-worker"])
-    assert found.cause is LAST_ERROR
-    assert found.fallback_line.message == "unexpected token in report template footer.tpl"
-
-
-def test_without_a_termination_the_last_error_up_to_the_symptom_onset_is_named():
-    lines = [(-900, "INFO", "sync started"), (-800, "ERROR", "upstream answered with an empty body for page 7"),
-             (-100, "ERROR", "could not write checkpoint, will retry")]
-    errors = metric("feed-sync", "sync_failures_total_rate", step(0.0, 3.0, 46))
-    found = diagnose(Observations([logs("feed-sync", lines), errors], "Why is feed-sync failing?"), ["feed-sync"])
-    assert found.cause is LAST_ERROR
-    assert found.fallback_line.message == "upstream answered with an empty body for page 7"
-
-
-def test_a_recognised_category_wins_over_the_fallback():
-    lines = [(-300, "ERROR", 'FATAL:  password authentication failed for user "exporter"'),
-             (-299, "FATAL", "exiting with code 1")]
-    found = diagnose(Observations([logs("export-job", lines)], "Why did export-job fail?"), ["export-job"])
-    assert found.cause.key == "credentials_rejected" and found.fallback_line is None
 
 
 # --------------------------------------------------------------------------- anchored change detection
@@ -221,8 +195,8 @@ def test_a_start_up_banner_does_not_become_the_trigger_of_an_incident():
     lines = [(-2000, "WARN", "WARNING: This is a development server. Do not use it in a production deployment."),
              (-1990, "INFO", "Started OrderApplication in 4.512 seconds (process running for 5.1)")]
     lines += [(-1500 + 60 * i, "ERROR", "Connection refused: connect to 10.0.0.9:6379") for i in range(10)]
-    found = diagnose(Observations([logs("order-api", lines)], "Why is order-api failing?"), ["order-api"])
-    assert found.trigger is None
+    found = localise_results([logs("order-api", lines)], ["order-api"])
+    assert found.changes_before() == []
 
 
 # --------------------------------------------------------------------------- alert analysis and Kubernetes

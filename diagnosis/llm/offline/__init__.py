@@ -1,16 +1,18 @@
 """The offline analyser (F-30): the embedded default model, deterministic and rule-based.
 
 It answers every agent role of the ChatModel protocol from ``request.structured_input`` only: it
-plans the queries, calls the tools, reads their results with a generic incident lexicon (log
-patterns, metric anomalies, dependency and node relations, change events), cites exact excerpts,
-checks its own claims and writes the answer. No network, no canned answers. Stdlib only.
+plans the queries, calls the tools, lets the localiser (``diagnosis.localisation``) decide the outcome,
+cites the exact records it rests on, checks its own claims and writes the answer. No network, no canned
+answers. Stdlib only.
 
-The package is split along its seams: ``lexicon`` (the incident vocabulary), ``observations`` (tool
-results read into typed records), ``anomalies`` (metric and log reading), ``hypotheses`` (the root
-cause), ``leads`` (dependencies named in lines, durations, the stated symptom), ``findings`` (the typed
-statements of the claims), ``claims`` (statements with exact excerpts and follow-up queries), ``roles``
-(planner, executor, simple chat), ``verifier``, ``composer`` and ``aiops`` (alert analysis). Each role's
-output is a typed structure; the verifier and composer read claims as typed findings.
+The package is split along its seams: ``localised`` (the localiser's outcome as follow-up queries and
+claims, for a diagnosis and an alert task alike), ``observations`` and ``anomalies`` (tool results read
+into typed records and per-service profiles, for the claims around the root), ``leads`` (durations,
+dependencies named in lines, the stated symptom), ``lexicon`` and ``taxonomy`` (the words that pick lines
+and runbook steps of a kind), ``findings`` (the typed statements of the claims), ``claims`` (statements
+with exact excerpts), ``roles`` (planner, executor, simple chat), ``verifier``, ``composer`` and ``aiops``
+(alert analysis, its report rendered by ``diagnosis.alert_render``). Each role's output is a typed
+structure; the verifier and composer read claims as typed findings.
 """
 
 from __future__ import annotations

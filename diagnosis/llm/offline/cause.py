@@ -12,17 +12,14 @@ def _rx(*patterns: str) -> tuple[re.Pattern[str], ...]:
 
 @dataclass(frozen=True)
 class Cause:
-    """One failure category: how it shows in text and metrics, what it is called, what to do."""
+    """One failure category of the lexicon: how it shows in text and metrics, and what it is called. It only
+    picks which lines and runbook steps speak of a kind of fault; the localiser decides the kind."""
 
     key: str
     label_en: str
     label_zh: str
     text: tuple[re.Pattern[str], ...]
     metrics: tuple[tuple[re.Pattern[str], str], ...]  # (metric-name pattern, "up" | "down" | "changed")
-    search: str
-    actions_en: tuple[str, ...]
-    actions_zh: tuple[str, ...]
-    remote: bool = False  # the cause usually lives in a dependency of the service that reports it
 
     def matches_text(self, text: str) -> bool:
         return any(p.search(text) for p in self.text)
@@ -39,9 +36,6 @@ class Cause:
 
     def label(self, language: str) -> str:
         return self.label_zh if language == "zh" else self.label_en
-
-    def actions(self, language: str) -> tuple[str, ...]:
-        return self.actions_zh if language == "zh" else self.actions_en
 
 
 def _m(pattern: str, direction: str) -> tuple[re.Pattern[str], str]:

@@ -1,8 +1,9 @@
-"""Claims with exact excerpts, and the follow-up queries the first findings call for."""
+"""Claims with exact excerpts: what a service showed, what shows it healthy, its alerts and runbook advice.
+
+The root-cause claim is the localiser's (``localised.root_claim``); these are the claims around it."""
 
 from __future__ import annotations
 
-import re
 from collections import Counter
 from typing import Any, Iterable
 
@@ -13,16 +14,9 @@ from diagnosis.llm.offline.lexicon import (
     CONDITIONAL_ADVICE,
     Cause,
     HEALTHY_LINE,
-    KNOWLEDGE_TOP_K,
-    LOG_LIMIT,
     MAX_CLAIMS,
-    MAX_FOLLOW_UP_SERVICES,
     REMEDIATION_HEADING,
-    SERVICE_IN_TEXT,
-    SERVICE_SUFFIX,
     SYMPTOM_METRIC,
-    _canonical,
-    _is_id_like,
     _iso,
     _number,
     _short,
@@ -38,7 +32,6 @@ from diagnosis.llm.offline.findings import (
     MetricMove,
     NothingWrong,
     QuietLogs,
-    RootCause,
     RunbookAdvice,
     RunbookMismatch,
 )
@@ -49,12 +42,6 @@ from diagnosis.llm.offline.observations import (
     Profile,
     Series,
     _cause_rank,
-)
-from diagnosis.llm.offline.hypotheses import (
-    Diagnosis,
-    _alert_priority,
-    _named_symptoms,
-    alerting_services,
 )
 
 
@@ -106,103 +93,15 @@ def _pattern_finding(p: Pattern) -> LogPattern:
                       f"\"{_short(p.first.message, 140)}\", first at {p.first.timestamp or '?'}.")
 
 
-def build_claims(obs: Observations, found: Diagnosis, book: ClaimBook, language: str = "en") -> str:
-    """Claims for a diagnosis, most important first; returns the summary."""
-    if found.nothing_wrong:
-        return _healthy_claims(obs, found, book)
-    if found.undetermined:
-        _healthy_claims(obs, found, book, conclude=False)
-        return (f"The question states a symptom of {', '.join(found.symptoms)}, but the telemetry of this run shows no "
-                "anomaly that explains it: undetermined.")
-    if found.root is None:
-        for service in found.symptoms or obs.queried:
-            _service_claims(obs.profiles.get(service), book)
-        return "No service named in the question returned telemetry; nothing could be diagnosed."
-    _root_claim(obs, found, book)
-    # Only what this investigation looked at: the default demo world (or a real Alertmanager) also
-    # returns the alerts of unrelated services.
-    order = [s for s in dict.fromkeys([found.root, *found.symptoms, *obs.queried]) if obs.has(s)]
-    for service in order:
-        _service_claims(obs.profiles.get(service), book)
-    if found.trigger is not None:
-        t = found.trigger
-        book.add(Change(t.service, t.timestamp, f"\"{_short(t.message, 160)}\"."), [t.binding()], reuse=False)
-    alert_claims(obs, [found.root, *found.symptoms, *order], book)
-    _runbook_claims(obs, found, book, language)
-    cause = found.cause.label_en if found.cause else "unclassified failure"
-    affected = [s for s in found.symptoms if s != found.root]
-    return (f"Root cause: {found.root} — {cause}" + (f"; it explains the failures of {', '.join(affected)}" if affected else "")
-            + ".")
-
-
 def alert_claims(obs: Observations, services: list, book: ClaimBook) -> None:
     """The firing and pending alerts of these services (not every alert the backend knows)."""
-    for alert in sorted(obs.alerts, key=_alert_priority):
+    for alert in sorted(obs.alerts, key=lambda a: a.priority):
         if alert.service in services and alert.state in ("firing", "pending"):
             book.add(AlertFiring(alert.name, alert.state, alert.service, f" since {alert.active_at}: {alert.summary}"),
                      [alert.binding()], reuse=False)
 
 
-def _root_claim(obs: Observations, found: Diagnosis, book: ClaimBook) -> None:
-    cause = found.cause
-    profile = obs.profiles.get(found.root or "", Profile(found.root or ""))
-    bindings: list[dict[str, str] | None] = []
-    if found.fallback_line is not None:
-        bindings.append(found.fallback_line.binding())
-    if cause is not None:
-        cues = profile.cue_lines(cause)
-        bindings.append(cues[0].binding() if cues else None)
-        series = profile.cause_series(cause)
-        bindings.append(series[0].binding() if series else None)
-        bindings += [line.binding() for line in cues[1:]]
-    if found.neighbour_series is not None:
-        bindings.append(found.neighbour_series.binding())
-    if found.node_series is not None:
-        bindings.append(found.node_series.binding())
-    if found.trigger is not None:
-        bindings.append(found.trigger.binding())
-    affected = [s for s in found.symptoms if s != found.root]
-    for service in affected:
-        caller = obs.profiles.get(service)
-        if caller is None:
-            continue
-        if found.root in caller.dependency_lines:
-            bindings.append(caller.dependency_lines[found.root].binding())
-        elif cause is not None and caller.cue_line(cause) is not None:
-            bindings.append(caller.cue_line(cause).binding())
-        if found.via == "neighbour":
-            starving = [s for s in caller.anomalies if cause and cause.matches_series(s.name, s.direction)]
-            bindings.append(starving[0].binding() if starving else None)
-    # The hop in between: a queried service whose errors name the root (the lead that was followed).
-    hops = [p.dependency_lines[found.root] for p in obs.profiles.values()
-            if p.service not in affected and found.root in p.dependency_lines]
-    bindings += [line.binding() for line in hops[:1]]
-    impact = _impact_series(obs, affected or [found.root or ""])
-    bindings.append(impact.binding() if impact else None)
-    bindings = [b for b in bindings if b]
-    if len(bindings) < 2:  # make sure the claim cites what the service itself showed
-        bindings += [s.binding() for s in profile.anomalies[:2]] + [p.first.binding() for p in _top_patterns(profile)]
-    alerts = [a for a in sorted(obs.alerts, key=_alert_priority) if a.service in (found.root, *affected)]
-    if alerts:
-        bindings.append(alerts[0].binding())
-    label = cause.label_en if cause else "unclassified failure"
-    book.add(RootCause(found.root or "", cause.key if cause else "unclassified", label, ", ".join(affected),
-                       _short(found.trigger.message, 140) if found.trigger is not None else "",
-                       _short(found.fallback_line.message, 160) if found.fallback_line is not None else ""), bindings[:8])
-
-
-def _impact_series(obs: Observations, services: list[str]) -> Series | None:
-    for service in services:
-        profile = obs.profiles.get(service)
-        if profile is None:
-            continue
-        symptom = [s for s in profile.anomalies if SYMPTOM_METRIC.search(s.name)] or profile.anomalies
-        if symptom:
-            return symptom[0]
-    return None
-
-
-def _top_patterns(profile: Profile) -> list[Pattern]:
+def top_patterns(profile: Profile) -> list[Pattern]:
     """The dominant ERROR and WARN shapes, plus the first one naming the service's main cause."""
     chosen: list[Pattern] = []
     for levels in (("ERROR", "FATAL"), ("WARN",)):
@@ -217,7 +116,7 @@ def _top_patterns(profile: Profile) -> list[Pattern]:
     return chosen
 
 
-def _service_claims(profile: Profile | None, book: ClaimBook) -> None:
+def service_claims(profile: Profile | None, book: ClaimBook) -> None:
     """The service's most significant metric moves and its dominant error and warning shapes."""
     if profile is None:
         return
@@ -226,12 +125,14 @@ def _service_claims(profile: Profile | None, book: ClaimBook) -> None:
     for series in profile.series:
         if series.direction == "changed":
             book.add(_series_finding(series), [series.binding()], reuse=False)
-    for pattern in _top_patterns(profile):
+    for pattern in top_patterns(profile):
         book.add(_pattern_finding(pattern), [pattern.first.binding()], reuse=False)
 
 
-def _healthy_claims(obs: Observations, found: Diagnosis, book: ClaimBook, conclude: bool = True) -> str:
-    services = [s for s in found.symptoms if s in obs.profiles]
+def healthy_claims(obs: Observations, symptoms: list[str], book: ClaimBook, conclude: bool = True) -> str:
+    """What shows these services healthy: metrics near baseline, quiet logs, a change nothing followed;
+    with ``conclude``, the no-anomaly finding first."""
+    services = [s for s in symptoms if s in obs.profiles]
     first: list[dict[str, str]] = []
     for service in services:
         profile = obs.profiles[service]
@@ -274,15 +175,16 @@ def _chunk_causes(chunk: KnowledgeChunk) -> Counter:
     return counts
 
 
-def _runbook_claims(obs: Observations, found: Diagnosis, book: ClaimBook, language: str) -> None:
-    cause = found.cause
+def runbook_claims(obs: Observations, root: str, symptoms: list[str], cause: Cause | None, book: ClaimBook,
+                   language: str) -> None:
+    """The remediation lines of the runbooks about this kind of fault, and a runbook that blames another."""
     if cause is None:
         return
-    services = [s for s in {found.root, *found.symptoms} if s]
+    services = [s for s in {root, *symptoms} if s]
     # A runbook is about this incident when a section of it seen in this run names the cause; its
     # remediation section then applies even if that section does not name it again.
     about_cause = {c.path for c in obs.knowledge if cause.matches_text(f"{c.title}\n{c.content}")}
-    about_root = {c.path for c in obs.knowledge if found.root and found.root in f"{c.title}\n{c.content}"}
+    about_root = {c.path for c in obs.knowledge if root and root in f"{c.title}\n{c.content}"}
     scored: list[tuple[float, KnowledgeChunk, str]] = []
     for chunk in obs.knowledge:
         counts = _chunk_causes(chunk)
@@ -290,7 +192,7 @@ def _runbook_claims(obs: Observations, found: Diagnosis, book: ClaimBook, langua
             continue  # a runbook that never mentions this kind of failure has no advice for it
         for position, (heading, line) in enumerate(chunk.lines()):
             score = (3 if REMEDIATION_HEADING.search(heading) else 0) + (2 if cause.matches_text(line) else 0)
-            if found.root in line:
+            if root in line:
                 score += 1
             elif any(s in line for s in services):
                 score -= 2  # advice about the service that only shows the symptom
@@ -311,13 +213,12 @@ def _runbook_claims(obs: Observations, found: Diagnosis, book: ClaimBook, langua
             continue
         used[key] += 1
         book.add(RunbookAdvice(chunk.title, _short(line, 200)), [chunk.binding(line)])
-    _runbook_mismatch(obs, found, book)
+    _runbook_mismatch(obs, [root, *symptoms], cause, book)
 
 
-def _runbook_mismatch(obs: Observations, found: Diagnosis, book: ClaimBook) -> None:
+def _runbook_mismatch(obs: Observations, involved: list[str], cause: Cause, book: ClaimBook) -> None:
     """A runbook that blames another cause whose own metric is flat here: say so, with both citations."""
-    cause = found.cause
-    services = [s for s in dict.fromkeys([found.root, *found.symptoms]) if s in obs.profiles]
+    services = [s for s in dict.fromkeys(involved) if s in obs.profiles]
     documents: dict[str, Counter] = {}
     for chunk in obs.knowledge:
         documents.setdefault(chunk.path, Counter()).update(_chunk_causes(chunk))
@@ -334,88 +235,3 @@ def _runbook_mismatch(obs: Observations, found: Diagnosis, book: ClaimBook) -> N
             book.add(RunbookMismatch(chunk.title, other.key, s.name, s.service, f" ({_short(s.description, 120)})."),
                      [chunk.binding(line), s.binding()])
             return
-
-
-# --------------------------------------------------------------------------- follow-up queries
-
-
-def follow_up_calls(obs: Observations, named: list[str], offered: set[str], question: str,
-                    frontier: list[str] | None = None) -> list[tuple[str, dict]]:
-    """Where the first results point: a dependency named in errors, the node of a CPU-starved service,
-    the database of a service with database-side symptoms, the services of firing alerts.
-
-    With a ``frontier`` (the services the previous round queried), only the next hop: the leads named by
-    those of them that show trouble themselves (a multi-hop cause)."""
-    wanted: list[tuple[str, dict]] = []
-    queried = {s.lower() for s in obs.queried}
-    services: list[str] = []
-
-    def want_service(name: str) -> None:
-        if name and name.lower() not in queried and name not in services:
-            services.append(name)
-
-    if frontier is not None:
-        for service in frontier:
-            profile = obs.profiles.get(service)
-            if profile is not None and profile.has_signal:
-                for dep, _n in profile.dependencies.most_common(1):
-                    want_service(dep)
-        hop = [(tool, {"service": s, "limit": LOG_LIMIT} if tool == "query_logs" else {"service": s})
-               for s in services[:1] for tool in ("query_logs", "query_metrics")]
-        return [(tool, args) for tool, args in hop if tool in offered and _canonical(tool, args) not in obs.calls]
-
-    symptoms = _named_symptoms(obs, named)
-    if not named and not symptoms:
-        # No service in the question: follow the one alert it most likely means, not every alert firing.
-        for service in alerting_services(obs, question)[:1]:
-            want_service(service)
-    # Leads: the dependencies the symptoms' error (or slow) lines name.
-    for service in symptoms:
-        profile = obs.profiles.get(service)
-        if profile is None:
-            continue
-        for dep, _n in profile.dependencies.most_common(2):
-            want_service(dep)
-        noisy = CAUSE_BY_KEY["noisy_neighbour_cpu"]
-        if any(noisy.matches_series(s.name, s.direction) for s in profile.anomalies):
-            for node in dict.fromkeys(s.labels.get("node") for s in profile.series if s.labels.get("node")):
-                if node.lower() not in queried:
-                    wanted.append(("query_logs", {"service": node, "limit": LOG_LIMIT}))
-                    wanted.append(("query_metrics", {"query": f'{{node="{node}"}}'}))
-        cause = profile.dominant_cause()
-        if cause is not None and cause.remote and not profile.dependencies:
-            for candidate in _runbook_dependencies(obs, service, cause):
-                want_service(candidate)
-            if cause.key in ("db_replication_lag", "slow_downstream_dependency") and not services:
-                # Naming convention as a last resort: the service's own database.
-                stem = re.sub(r"-(?:service|svc|api)$", "", service)
-                if stem != service:
-                    want_service(f"{stem}-db")
-    for service in services[:MAX_FOLLOW_UP_SERVICES]:
-        wanted.append(("query_logs", {"service": service, "limit": LOG_LIMIT}))
-        wanted.append(("query_metrics", {"service": service}))
-    causes = [obs.profiles[s].dominant_cause() for s in symptoms if s in obs.profiles]
-    cause = next((c for c in causes if c is not None), None)
-    lookups = sum(1 for call in obs.calls if call.startswith("lookup_knowledge:"))
-    if cause is not None and lookups < 2:
-        # Ask for what to do, in the reader's language: remediation sections are what the answer needs.
-        action = "处置 处理 建议" if question_language(question) == "zh" else "remediation fix"
-        terms = " ".join(dict.fromkeys([*(services[:1] or symptoms[:1]), cause.search, action]))
-        wanted.append(("lookup_knowledge", {"query": terms, "top_k": KNOWLEDGE_TOP_K + 2}))
-    return [(tool, args) for tool, args in wanted if tool in offered and _canonical(tool, args) not in obs.calls]
-
-
-def _runbook_dependencies(obs: Observations, service: str, cause: Cause) -> list[str]:
-    """Services a runbook names on a line about the same kind of failure (where to look next)."""
-    found: list[str] = []
-    for chunk in obs.knowledge:
-        for _heading, line in chunk.lines():
-            if not cause.matches_text(line):
-                continue
-            for match in SERVICE_IN_TEXT.finditer(line):
-                name = match.group(1).lower()
-                if name != service.lower() and SERVICE_SUFFIX.search(name) and not _is_id_like(name) and name not in found:
-                    found.append(name)
-    return found
-
-

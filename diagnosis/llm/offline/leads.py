@@ -150,13 +150,3 @@ def stated_symptom(question: str) -> Symptom:
     if HEALTH_QUESTION.search(text) and not re.search(r"\bwhy\b|为什么", text, re.IGNORECASE):
         return Symptom()
     return Symptom(latency=bool(LATENCY_SYMPTOM.search(text)), failure=bool(FAILURE_SYMPTOM.search(text)))
-
-
-# --------------------------------------------------------------------------- terminations
-
-TERMINATION = re.compile(
-    r"\bexit(?:ed|ing)?\b(?: with)?(?: status| code)?|\bexitCode\"?:\s*[1-9]|\bterminat(?:ed|ing)\b|\bshutting down\b|"
-    r"\bprocess (?:exited|died)\b|\bBack-off restarting\b|\bCrashLoopBackOff\b|\bpanic:|\bcore dumped\b|"
-    r"APPLICATION FAILED TO START|退出|终止|崩溃",
-    re.IGNORECASE,
-)

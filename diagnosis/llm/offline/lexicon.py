@@ -10,7 +10,7 @@ from typing import Any, Mapping
 
 from diagnosis.contracts import EXECUTOR_EVIDENCE_VERSION, INVOCATION_REF_RE
 from diagnosis.llm.offline.cause import Cause, _m, _rx
-from diagnosis.llm.offline.taxonomy import BROAD_CAUSES, LAST_ERROR
+from diagnosis.llm.offline.taxonomy import BROAD_CAUSES
 
 MODEL_NAME = "offline-analyser-v1"
 EVIDENCE_VERSION = EXECUTOR_EVIDENCE_VERSION
@@ -24,9 +24,7 @@ MAX_FOLLOW_UP_SERVICES = 2
 GAP_RESERVE = 2  # tool calls kept back in the follow-up round for one evidence retry
 MAX_CLAIMS = 24
 MIN_RUNBOOK_EXCERPT = 20
-ONSET_TOLERANCE_S = 120  # a dependency whose trouble starts this much after its caller's is still a cause
 
-BADGE = {"en": "_Offline analyser (rule-based, no LLM)_", "zh": "_离线分析器（基于规则，未使用大模型）_"}
 
 
 # --------------------------------------------------------------------------- the incident lexicon
@@ -40,11 +38,6 @@ CAUSES: tuple[Cause, ...] = (
             r"connection leak detection", r"\bpool (?:is )?exhausted", r"no idle connections", r"too many connections",
             r"连接池(?:已)?(?:耗尽|打满|满)"),
         (_m(r"pool_(?:active|pending|waiting|in_use|used)", "up"),),
-        "connection pool exhausted Connection is not available pool saturated 连接池耗尽",
-        ("Find and stop what holds the connections (long transactions, a batch job, a leak) before resizing the pool.",
-         "Give batch workloads their own connection pool so they cannot starve request traffic."),
-        ("先找出并停止长期占用连接的来源（长事务、批处理任务或连接泄漏），不要直接调大连接池。",
-         "为批处理任务配置独立的连接池，避免与在线请求争用连接。"),
     ),
     Cause(
         "memory_leak_oom",
@@ -53,11 +46,6 @@ CAUSES: tuple[Cause, ...] = (
             r"memory leak", r"\bunbounded\b", r"内存泄漏", r"内存溢出"),
         # Restarts alone are no leak (a crash loop restarts too); an OOM kill alone is a limit, not a leak.
         (_m(r"heap_used|memory_working_set|memory_usage_bytes|memory_rss", "up"), _m(r"gc_time", "up")),
-        "memory leak OutOfMemoryError OOMKilled heap growth 内存泄漏",
-        ("Roll back the release that started the heap growth, or bound the cache/collection that grows, then restart the pods.",
-         "Capture a heap dump before the next OOM kill to confirm what holds the memory."),
-        ("回滚引入堆内存增长的版本，或为不断增长的缓存/集合设置上限，然后重启实例。",
-         "在下一次 OOM 之前抓取堆转储（heap dump），确认占用内存的对象。"),
     ),
     Cause(
         "disk_full",
@@ -65,11 +53,6 @@ CAUSES: tuple[Cause, ...] = (
         _rx(r"no space left on device", r"\bdisk (?:is )?full\b", r"disk usage on \S+ at (?:9\d|100)%",
             r"log rotation skipped", r"\bfull disk\b", r"磁盘(?:空间)?(?:已满|不足|写满|耗尽)"),
         (_m(r"disk_used|disk_usage|filesystem_used|volume_used", "up"), _m(r"disk_free|filesystem_avail|disk_avail", "down")),
-        "disk full No space left on device disk usage log rotation 磁盘空间",
-        ("Free space on the full volume (compress or delete old logs, remove stale files) and repair log rotation.",
-         "Turn verbose logging back down and alert on disk usage before it reaches 90%."),
-        ("清理已满的磁盘卷（压缩或删除旧日志、清理陈旧文件），并修复日志轮转。",
-         "把日志级别调回正常，并在磁盘使用率达到 90% 之前告警。"),
     ),
     Cause(
         "slow_downstream_dependency",
@@ -78,12 +61,6 @@ CAUSES: tuple[Cause, ...] = (
             r"timeout after \d+ ?ms calling", r"upstream \S+ timed out", r"timed out calling", r"慢查询", r"全表扫描"),
         (_m(r"downstream_latency|dependency_latency|upstream_latency", "up"),
          _m(r"db_query_latency|query_duration|query_latency", "up"), _m(r"rows_examined", "up")),
-        "slow downstream dependency slow query timeout calling full table scan index 慢查询",
-        ("Fix the slow dependency first; for slow queries check the query plan and restore the missing index.",
-         "Protect the callers meanwhile with cached fallbacks or rate limits instead of scaling them out."),
-        ("先修复变慢的下游依赖；如果是慢查询，检查执行计划并恢复缺失的索引。",
-         "修复期间为调用方启用缓存降级或限流，不要扩容调用方。"),
-        remote=True,
     ),
     Cause(
         "noisy_neighbour_cpu",
@@ -92,11 +69,6 @@ CAUSES: tuple[Cause, ...] = (
             r"\bcpu steal", r"noisy neighbou?r", r"neighbou?r (?:saturat|workload|pod|task|job)", r"邻居", r"cpu ?争用"),
         (_m(r"cpu_pressure", "up"), _m(r"node_cpu_utili[sz]ation", "up"), _m(r"node_load", "up"),
          _m(r"cpu_steal", "up"), _m(r"container_cpu_usage", "down")),
-        "noisy neighbour CPU contention node CPU saturated BestEffort pod 节点 CPU 争用",
-        ("Evict or CPU-limit the neighbour workload that saturates the node (set CPU requests and limits).",
-         "Run latency-sensitive services with Guaranteed QoS or on a separate node pool."),
-        ("驱逐占满节点 CPU 的邻居任务，或为它设置 CPU request/limit。",
-         "让对延迟敏感的服务使用 Guaranteed QoS，或调度到独立的节点池。"),
     ),
     Cause(
         "db_replication_lag",
@@ -105,12 +77,6 @@ CAUSES: tuple[Cause, ...] = (
         _rx(r"replication lag", r"replica(?:tion)? (?:is )?(?:lagging|behind)", r"seconds_behind_(?:master|source)",
             r"主从(?:同步)?延迟", r"复制延迟", r"落后于主库", r"过期数据", r"stale (?:read|data)"),
         (_m(r"replication_lag|replica_lag|seconds_behind", "up"),),
-        "replication lag replica behind primary large transaction 主从同步延迟 大事务",
-        ("Route the affected reads to the primary until the replica has caught up.",
-         "Split the large transaction into small batches and enable parallel replication."),
-        ("在从库追平之前，把受影响的读取临时切换到主库。",
-         "把大事务拆成小批次提交，并开启并行复制。"),
-        remote=True,
     ),
     Cause(
         "cache_memory_limit",
@@ -118,23 +84,12 @@ CAUSES: tuple[Cause, ...] = (
         _rx(r"\bmaxmemory\b", r"oom command not allowed", r"\bnoeviction\b", r"cachewriterejected", r"evicted_keys",
             r"内存(?:达到)?上限", r"写入被拒绝"),
         (_m(r"(?:redis|cache|memcached)_memory_used", "up"), _m(r"rejected_writes", "up"), _m(r"evicted_keys|evictions_per", "up")),
-        "cache maxmemory memory limit OOM command not allowed rejected writes 内存上限",
-        ("Free cache memory or raise its memory limit (maxmemory), and add TTLs to keys that grow without bound.",
-         "Alert on used/max cache memory before writes start to fail."),
-        ("释放缓存内存或临时提高内存上限（maxmemory），并为无限增长的键设置 TTL。",
-         "在写入失败之前，对缓存已用内存/内存上限的比例告警。"),
-        remote=True,
     ),
     Cause(
         "cache_disabled",
         "cache disabled (the query cache is off, cache hit ratio collapsed)", "缓存被禁用（查询缓存关闭，缓存命中率骤降）",
         _rx(r"cache (?:is )?disabled", r"cache\.size=0", r"cache: miss\b", r"缓存(?:已)?(?:禁用|关闭)"),
         (_m(r"cache_hit_ratio|cache_hit_rate|hit_ratio", "down"),),
-        "query cache disabled cache hit ratio config change 查询缓存",
-        ("Revert the configuration change that disabled the cache and confirm the hit ratio recovers.",
-         "Guard cache-size settings with review and alert on a sudden drop of the hit ratio."),
-        ("回滚关闭缓存的配置变更，并确认缓存命中率恢复。",
-         "对缓存大小配置的变更加审核，并在命中率骤降时告警。"),
     ),
     Cause(
         "upstream_breaking_change",
@@ -144,34 +99,22 @@ CAUSES: tuple[Cause, ...] = (
             r"unknown field", r"breaking change", r"incompatible (?:schema|response|api)", r"contract (?:change|test)",
             r"broke(?:n)? the contract", r"接口变更", r"契约", r"字段.{0,6}(?:重命名|改名|删除)"),
         (_m(r"_revision$|_version$", "changed"),),
-        "upstream contract change schema renamed field rollout breaking change 接口变更",
-        ("Roll back the upstream release, or have it serve the old field alongside the new one.",
-         "Add consumer contract tests so a breaking schema change fails before rollout."),
-        ("回滚上游版本，或让上游同时返回旧字段和新字段。",
-         "增加消费者契约测试，让不兼容的 schema 变更在发布前就被发现。"),
-        remote=True,
     ),
     Cause(
         "gc_pauses",
         "long garbage-collection pauses", "垃圾回收（GC）停顿过长",
         _rx(r"(?:gc|garbage[- ]collection) pauses?", r"to-space exhausted", r"stop-the-world"),
         (_m(r"gc_pause", "up"),),
-        "GC pause garbage collection heap",
-        ("Tune or resize the heap so collections stay short.",),
-        ("调整堆大小或 GC 参数，缩短停顿时间。",),
     ),
     Cause(
         "cpu_throttling",
         "CPU throttling (the CPU limit is too low)", "CPU 限流（CPU limit 过低）",
         _rx(r"\bthrottl(?:ed|ing)\b"),
         (_m(r"cpu_throttled", "up"),),
-        "CPU throttling cpu limit",
-        ("Raise the service's CPU limit.",),
-        ("提高服务的 CPU limit。",),
     ),
 )
 CAUSES = CAUSES + BROAD_CAUSES  # the broad taxonomy ranks after the categories above
-CAUSE_BY_KEY = {cause.key: cause for cause in (*CAUSES, LAST_ERROR)}
+CAUSE_BY_KEY = {cause.key: cause for cause in CAUSES}
 
 # Deploys, config pushes, migrations, scheduling and batch starts: what usually precedes an incident.
 CHANGE_PATTERNS = _rx(
@@ -227,15 +170,10 @@ HEALTHY_LINE = re.compile(r"health|\bok\b|passed|ready|healthy|正常|成功", r
 CAUSES_HEADING = re.compile(r"cause|原因", re.IGNORECASE)
 CONDITIONAL_ADVICE = re.compile(r"^(?:if|for|when|in case of|如果|若|当)\s*(.+?)[,:，：]", re.IGNORECASE)
 REMEDIATION_HEADING = re.compile(r"remediation|mitigation|\bfix|action|处置|处理|修复|解决|应对", re.IGNORECASE)
-INVOCATION_REF = INVOCATION_REF_RE
 CJK = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]")
 
 _TOKEN = r"[a-z][a-z0-9]*(?:-[a-z0-9]+)+"
 SERVICE_IN_TEXT = re.compile(rf"(?<![\w./:-])({_TOKEN})(?![\w/-])", re.IGNORECASE)
-SERVICE_SUFFIX = re.compile(
-    r"-(?:service|svc|db|database|cache|redis|api|gateway|queue|mq|broker|kafka|store|search|indexer|consumer|worker|"
-    r"proxy|mysql|postgres|pg|es|server|trainer|node-\d+)$"
-)
 DEPENDENCY_CONTEXT = tuple(
     re.compile(p.replace("TOKEN", _TOKEN), re.IGNORECASE) for p in (
         r"\bcalling\s+(?P<s>TOKEN)", r"\b(?:up|down)stream\s+(?P<s>TOKEN)", r"\bfrom\s+(?P<s>TOKEN)",
@@ -244,7 +182,6 @@ DEPENDENCY_CONTEXT = tuple(
         r"\bconnect(?:ion|ing)?\s+(?:to\s+)?(?P<s>TOKEN)",
     )
 )
-SCHEDULED_POD = re.compile(r"scheduled pod (\S+) onto (\S+)", re.IGNORECASE)
 GENERIC_HYPHENATED = frozenset({
     "on-call", "real-time", "end-to-end", "follow-up", "e-mail", "built-in", "up-to-date", "read-only", "long-running",
     "non-stop", "re-run", "time-out", "roll-back", "set-up", "check-in", "log-in", "sign-in", "x-request-id",

@@ -13,11 +13,12 @@ from typing import Any, Iterable, Mapping
 from diagnosis.localisation.outcome import Localisation, localise, service_in_address
 from diagnosis.localisation.records import Ref
 from diagnosis.localisation.taxonomy import CAUSE_KIND_BY_ID
-from diagnosis.llm.offline.claims import _healthy_claims, _runbook_claims, _service_claims, alert_claims
-from diagnosis.llm.offline.composer import CAUSE_KIND_OF
+from diagnosis.llm.offline.claims import alert_claims, healthy_claims, runbook_claims, service_claims
 from diagnosis.llm.offline.findings import Change, RootCause
-from diagnosis.llm.offline.hypotheses import Diagnosis
-from diagnosis.llm.offline.lexicon import CAUSE_BY_KEY, LOG_LIMIT, _canonical, _iso, _short, _suspicious
+from diagnosis.llm.offline.lexicon import (
+    CAUSE_BY_KEY, KNOWLEDGE_TOP_K, LOG_LIMIT, MAX_FOLLOW_UP_SERVICES, _canonical, _iso, _short, _suspicious,
+    question_language,
+)
 
 MIN_EXCERPT = 12  # the Gatekeeper's floor: shorter values are not cited
 MAX_ROOT_BINDINGS = 8
@@ -148,44 +149,88 @@ def follow_ups(loc: Localisation, calls: set[str], offered: set[str], limit_serv
     return wanted
 
 
+def next_calls(obs, results: list, named: list[str], offered: set[str], question: str) -> list[tuple[str, dict]]:
+    """Where the evidence points: the dependencies its own records name (``follow_ups``), the service the
+    alerts are about when nothing names one, the Kubernetes state of the leading candidate, and runbooks
+    for the kind of fault."""
+    loc = localise_results(results, named)
+    calls = follow_ups(loc, obs.calls, offered, MAX_FOLLOW_UP_SERVICES)
+    if not named and not obs.queried:
+        for service in obs.alerting_services(question)[:1]:
+            for tool, args in (("query_logs", {"service": service, "limit": LOG_LIMIT}), ("query_metrics", {"service": service})):
+                if tool in offered and _canonical(tool, args) not in obs.calls:
+                    calls.append((tool, args))
+    top = loc.top()
+    if top is not None and not top.service.startswith("node:") and "query_kubernetes" in offered:
+        args = {"kind": "deployment", "name": top.service}
+        if _canonical("query_kubernetes", args) not in obs.calls and not any(t == "query_kubernetes" for t, _ in calls):
+            calls.append(("query_kubernetes", args))
+    lookups = sum(1 for call in obs.calls if call.startswith("lookup_knowledge:"))
+    if loc.kind and lookups < 2 and "lookup_knowledge" in offered:
+        action = "处置 处理 建议" if question_language(question) == "zh" else "remediation fix"
+        terms = " ".join(dict.fromkeys([loc.root or (named[:1] or [""])[0], kind_label(loc.kind), action])).strip()
+        args = {"query": terms, "top_k": KNOWLEDGE_TOP_K + 2}
+        if _canonical("lookup_knowledge", args) not in obs.calls:
+            calls.append(("lookup_knowledge", args))
+    return calls
+
+
 def build_claims(obs, loc: Localisation, book, language: str, stated_symptom: bool) -> str:
     """The claims of a localisation, most important first; returns the summary."""
     with_data = [s for s in loc.subject if obs.has(s)] or [s for s in obs.queried if obs.has(s)]
     if loc.outcome == "nothing_wrong":
-        found = Diagnosis(symptoms=with_data, nothing_wrong=not stated_symptom, undetermined=stated_symptom)
         if stated_symptom:  # a stated symptom the telemetry does not show is undetermined, never healthy
-            _healthy_claims(obs, found, book, conclude=False)
+            healthy_claims(obs, with_data, book, conclude=False)
             return (f"The question states a symptom of {', '.join(with_data) or 'the service'}, but the telemetry "
                     "of this run shows no anomaly that explains it: undetermined.")
-        return _healthy_claims(obs, found, book)
+        return healthy_claims(obs, with_data, book)
     if loc.outcome == "no_data":
         for service in obs.queried:
-            _service_claims(obs.profiles.get(service), book)
+            service_claims(obs.profiles.get(service), book)
         return (f"No telemetry was found for {', '.join(loc.without_data)}: nothing could be diagnosed about it, and "
                 "no other service is blamed in its place.")
     if loc.outcome == "undetermined":
         services = [c.service for c in loc.candidates[:3]] or with_data
         for service in services:
-            _service_claims(obs.profiles.get(service), book)
+            service_claims(obs.profiles.get(service), book)
         alert_claims(obs, services, book)
         return undetermined_summary(loc)
     finding, bindings = root_claim(loc)
     book.add(finding, bindings)
     order = [loc.root, *loc.subject, *(c.service for c in loc.candidates[:4])]
     for service in dict.fromkeys(s for s in order if s):
-        _service_claims(obs.profiles.get(service), book)
+        service_claims(obs.profiles.get(service), book)
     for change, b in change_claims(loc):
         book.add(change, [b], reuse=False)
     alert_claims(obs, [s for s in order if s], book)
     cause = _lexicon_cause(loc.kind)
     if cause is not None:
-        _runbook_claims(obs, Diagnosis(symptoms=list(loc.subject), root=loc.root, cause=cause), book, language)
+        runbook_claims(obs, loc.root or "", list(loc.subject), cause, book, language)
     affected = [s for s in loc.subject if s != loc.root]
     path = " -> ".join([loc.path[0].caller, *(e.callee for e in loc.path)]) if loc.path else ""
     text = f"Root cause: {loc.root} — {kind_label(loc.kind)}"
     if affected:
         text += f"; {', '.join(affected)} is affected through its dependency on it" + (f" ({path})" if path else "")
     return text + "."
+
+
+# The lexicon's cause keys by the kind of the closed taxonomy they describe: which runbook lines are advice
+# for the kind the localiser named (the lexicon only picks advice here; it never decides).
+CAUSE_KIND_OF = {
+    "db_connection_pool_exhausted": "resource.pool", "worker_pool_exhausted": "resource.pool",
+    "memory_leak_oom": "resource.memory", "gc_pauses": "resource.memory", "oom_killed": "resource.memory",
+    "disk_full": "resource.disk", "inode_exhaustion": "resource.disk",
+    "noisy_neighbour_cpu": "resource.cpu", "cpu_throttling": "resource.cpu",
+    "slow_downstream_dependency": "dependency.database", "db_replication_lag": "dependency.database",
+    "db_deadlock": "dependency.database", "db_lock_wait": "dependency.database",
+    "db_too_many_connections": "dependency.database",
+    "cache_memory_limit": "dependency.cache", "cache_disabled": "dependency.cache",
+    "consumer_lag_rebalance": "dependency.queue", "upstream_breaking_change": "change.deploy",
+    "missing_config": "change.config", "invalid_config": "change.config", "config_change": "change.config",
+    "credentials_rejected": "change.secret", "image_pull": "change.image", "failed_scheduling": "scheduling.pending",
+    "dns_failure": "network.dns", "tls_certificate_expired": "network.tls", "connection_refused": "network.refused",
+    "upstream_rate_limited": "capacity.rate_limit",
+}
 
 
 def _lexicon_cause(kind: str | None):

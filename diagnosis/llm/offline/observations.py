@@ -14,7 +14,6 @@ from diagnosis.llm.offline.lexicon import (
     CAUSES,
     CAUSE_BY_KEY,
     Cause,
-    HEALTHY_LINE,
     MIN_RUNBOOK_EXCERPT,
     _canonical,
     _json,
@@ -102,6 +101,12 @@ class Alert:
     @property
     def text(self) -> str:
         return f"{self.name} {self.summary} {self.description}"
+
+    @property
+    def priority(self) -> tuple:
+        """Firing before pending, most severe first, oldest first."""
+        severity = {"critical": 0, "page": 0, "error": 1, "warning": 2}.get(self.labels.get("severity", "").lower(), 3)
+        return (0 if self.state == "firing" else 1, severity, self.active_at)
 
     def binding(self) -> dict[str, str]:
         return _binding(self.invocation_id, "query_alerts", f"$.alerts[{self.index}].annotations.summary", self.summary)
@@ -200,28 +205,6 @@ class Profile:
             return None
         key, score = max(self.causes.items(), key=lambda kv: (kv[1], -_cause_rank(kv[0])))
         return CAUSE_BY_KEY[key] if score > 0 else None
-
-    def cue_lines(self, cause: Cause) -> list[LogLine]:
-        """The first error naming the cause, the first warning naming it, the first context line naming it."""
-        found = []
-        for levels in (("ERROR", "FATAL"), ("WARN",), ("INFO", "DEBUG")):
-            lines = [p.first for p in self.patterns if cause.key in p.causes and p.level in levels
-                     and not (levels[0] == "INFO" and HEALTHY_LINE.search(p.first.message))]
-            if lines:
-                found.append(min(lines, key=lambda line: (line.ts or 0, line.index)))
-        return found
-
-    def cue_line(self, cause: Cause) -> LogLine | None:
-        lines = self.cue_lines(cause)
-        return lines[0] if lines else None
-
-    def cause_series(self, cause: Cause) -> list[Series]:
-        """Series that moved the way the cause moves them, the cause's defining metric first."""
-        def rank(s: Series) -> tuple:
-            index = next((i for i, (p, _) in enumerate(cause.metrics) if p.search(s.name)), len(cause.metrics))
-            return (index, s.direction != "saturated", -s.severity)
-        moved = [s for s in self.series if cause.matches_series(s.name, s.direction)]
-        return sorted(moved, key=rank)
 
 
 def _cause_rank(key: str) -> int:
@@ -397,5 +380,15 @@ class Observations:
     def has(self, service: str) -> bool:
         profile = self.profiles.get(service)
         return bool(profile and (profile.lines or profile.series))
+
+    def alerting_services(self, question: str) -> list[str]:
+        """Firing services: those whose name shares a word with the question first, then those the runbooks
+        retrieved for the question name (a Chinese question names no ASCII service), then by severity and age."""
+        words = {w.lower() for w in re.findall(r"[A-Za-z]{3,}", question or "")}
+        retrieved = " ".join(f"{c.title} {c.content}" for c in self.knowledge)
+        ranked = sorted((a for a in self.alerts if a.state == "firing" and a.service),
+                        key=lambda a: (-len(words & set(a.service.lower().split("-"))), -retrieved.count(a.service),
+                                       a.priority))
+        return list(dict.fromkeys(a.service for a in ranked))
 
 

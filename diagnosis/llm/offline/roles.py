@@ -13,13 +13,11 @@ from diagnosis.llm.base import ChatRequest, ToolCall
 
 from diagnosis.llm.offline.findings import RootCause, finding_of
 from diagnosis.llm.offline.lexicon import (
-    CAUSE_BY_KEY,
     DEFAULT_TOOLS,
     EVIDENCE_VERSION,
     GAP_RESERVE,
     KNOWLEDGE_TOP_K,
     LOG_LIMIT,
-    MAX_FOLLOW_UP_SERVICES,
     PLAN_VERSION,
     _canonical,
     _json,
@@ -29,10 +27,9 @@ from diagnosis.llm.offline.lexicon import (
 )
 from diagnosis.localisation.outcome import Localisation
 from diagnosis.llm.offline.observations import Observations
-from diagnosis.llm.offline.hypotheses import alerting_services
-from diagnosis.llm.offline.claims import ClaimBook, _service_claims, _top_patterns
+from diagnosis.llm.offline.claims import ClaimBook, service_claims, top_patterns
 from diagnosis.llm.offline.localised import build_claims as build_localised_claims
-from diagnosis.llm.offline.localised import follow_ups, kind_label, localise_results, undetermined_summary
+from diagnosis.llm.offline.localised import localise_results, next_calls, undetermined_summary
 
 
 # --------------------------------------------------------------------------- typed outputs
@@ -156,46 +153,11 @@ def _executor(request: ChatRequest, si: Mapping[str, Any]) -> tuple[str | None, 
             # A further round only follows a lead the previous one found (a multi-hop cause).
             if rounds - 1 < (1 if has_service_steps else 2) + MAX_LEAD_HOPS - 1:
                 obs = Observations(results, str(si.get("question", "")))
-                calls = _follow_up_calls(obs, results, named, offered, str(si.get("question", "")))
+                calls = next_calls(obs, results, named, offered, str(si.get("question", "")))
                 allowed = budget - GAP_RESERVE if budget > GAP_RESERVE + 2 else budget
                 if calls and allowed > 0:
                     return None, _tool_calls(calls[:allowed], len(results) + 1)
     return _json(_evidence(si, results, named, mode).to_dict()), []
-
-
-def _follow_up_calls(obs: Observations, results: list, named: list[str], offered: set[str],
-                     question: str) -> list[tuple[str, dict]]:
-    """Where the evidence points: the dependencies its own records name (diagnosis/localisation), the
-    service the alerts are about when the question names none, and runbooks for the kind of fault."""
-    loc = localise_results(results, named)
-    calls = follow_ups(loc, obs.calls, offered, MAX_FOLLOW_UP_SERVICES)
-    if not named and not obs.queried:
-        for service in alerting_services(obs, question)[:1]:
-            for tool, args in (("query_logs", {"service": service, "limit": LOG_LIMIT}), ("query_metrics", {"service": service})):
-                if tool in offered and _canonical(tool, args) not in obs.calls:
-                    calls.append((tool, args))
-    top = loc.top()
-    if top is not None and not top.service.startswith("node:") and "query_kubernetes" in offered:
-        args = {"kind": "deployment", "name": top.service}
-        if _canonical("query_kubernetes", args) not in obs.calls and not any(t == "query_kubernetes" for t, _ in calls):
-            calls.append(("query_kubernetes", args))
-    lookups = sum(1 for call in obs.calls if call.startswith("lookup_knowledge:"))
-    if loc.kind and lookups < 2 and "lookup_knowledge" in offered:
-        action = "处置 处理 建议" if question_language(question) == "zh" else "remediation fix"
-        terms = " ".join(dict.fromkeys([loc.root or (named[:1] or [""])[0], kind_label(loc.kind), action])).strip()
-        args = {"query": terms, "top_k": KNOWLEDGE_TOP_K + 2}
-        if _canonical("lookup_knowledge", args) not in obs.calls:
-            calls.append(("lookup_knowledge", args))
-    return calls
-
-
-def _last_round_services(request: ChatRequest, results: list) -> list[str]:
-    """The services the previous tool round queried: the frontier of lead following."""
-    turns = [m for m in request.messages if isinstance(m, Mapping) and m.get("role") == "assistant" and m.get("tool_calls")]
-    count = len(turns[-1].get("tool_calls") or []) if turns else 0
-    services = [str((r.get("arguments") or {}).get("service")) for r in results[-count:] if count
-                and r.get("tool_name") == "query_logs" and (r.get("arguments") or {}).get("service")]
-    return list(dict.fromkeys(services))
 
 
 def _evidence(si: Mapping[str, Any], results: list, named: list[str], mode: str) -> EvidenceReport:
@@ -229,15 +191,9 @@ def _extend_snapshot(previous: Mapping[str, Any], obs: Observations) -> Evidence
         if not isinstance(root, RootCause):
             continue
         profile = obs.profiles.get(root.service)
-        cause = CAUSE_BY_KEY.get(root.cause)
         if profile is None:
             continue
-        extra: list[dict[str, str]] = []
-        if cause is not None:
-            extra += [s.binding() for s in profile.cause_series(cause)[:1]]
-            cue = profile.cue_line(cause)
-            extra += [cue.binding()] if cue else []
-        extra += [s.binding() for s in profile.anomalies[:1]] + [p.first.binding() for p in _top_patterns(profile)[:1]]
+        extra = [s.binding() for s in profile.anomalies[:1]] + [p.first.binding() for p in top_patterns(profile)[:1]]
         have = {(b.get("source_invocation_id"), b.get("raw_path")) for b in claim.get("evidence") or []}
         claim["evidence"] = list(claim.get("evidence") or []) + [
             b for b in dict(((b["source_invocation_id"], b["raw_path"]), b) for b in extra).values()
@@ -245,7 +201,7 @@ def _extend_snapshot(previous: Mapping[str, Any], obs: Observations) -> Evidence
     book.cited = {(b.get("source_invocation_id"), b.get("raw_path")) for c in claims for b in c.get("evidence") or []
                   if isinstance(b, Mapping)}
     for service in obs.profiles:
-        _service_claims(obs.profiles[service], book)
+        service_claims(obs.profiles[service], book)
     summary = str(previous.get("summary", ""))
     summary += f" The evidence retry added {len(book.claims)} claim(s) from {len(obs.calls)} new quer{'y' if len(obs.calls) == 1 else 'ies'}."
     return EvidenceReport(summary.strip(), claims + book.claims,
