@@ -1,3 +1,4 @@
+# size: one reader per tool result (logs, metrics, alerts, Kubernetes, traces, changes) and the naming conventions they share.
 """Tool results read into typed evidence records, each keeping where it came from.
 
 The localiser reads what the recorded tools returned (``query_logs``, ``query_metrics``,
