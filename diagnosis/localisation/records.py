@@ -335,6 +335,16 @@ def _read_alerts(evidence: Evidence, inv: str, result: Mapping[str, Any]) -> int
     return len(result.get("alerts") or [])
 
 
+def _place(evidence: Evidence, pod: Mapping[str, Any], name: str, service: str) -> None:
+    """Where a pod runs and the addresses that stand for its service: its name, its IP, and its node's IP."""
+    evidence.placements.append(Placement(service, name, pod.get("node"), pod.get("podIP")))
+    if pod.get("podIP"):
+        evidence.addresses[str(pod["podIP"])] = service
+    if pod.get("hostIP") and pod.get("node"):
+        evidence.node_names[str(pod["hostIP"])] = str(pod["node"])
+    evidence.addresses[name] = service
+
+
 def _read_kubernetes(evidence: Evidence, inv: str, result: Mapping[str, Any]) -> int:
     count = 0
     for i, pod in enumerate(result.get("pods") or []):
@@ -343,12 +353,7 @@ def _read_kubernetes(evidence: Evidence, inv: str, result: Mapping[str, Any]) ->
         name = str(pod.get("name") or "")
         labels = pod.get("labels") if isinstance(pod.get("labels"), Mapping) else {}
         service = str(labels.get("app") or labels.get("app.kubernetes.io/name") or workload_of(name))
-        evidence.placements.append(Placement(service, name, pod.get("node"), pod.get("podIP")))
-        if pod.get("podIP"):
-            evidence.addresses[str(pod["podIP"])] = service
-        if pod.get("hostIP") and pod.get("node"):
-            evidence.node_names[str(pod["hostIP"])] = str(pod["node"])
-        evidence.addresses[name] = service
+        _place(evidence, pod, name, service)
         if pod.get("reason"):
             text = str(pod["reason"])
             evidence.kube.append(KubeFact(Ref(inv, "query_kubernetes", f"$.pods[{i}].reason", text), service, text,
