@@ -11,7 +11,7 @@ from django.utils.html import format_html, format_html_join
 
 from diagnosis.models import AgentStep, ChatSession, DiagnosisRun, ToolInvocation
 from traces.admin_base import (
-    PREVIEW_CHARS, RUN_HEAVY_FIELDS, AuditAdmin, badge, duration_text, json_block, run_id_link,
+    PREVIEW_CHARS, RUN_HEAVY_FIELDS, AuditAdmin, badge, duration_text, json_column, run_id_link,
 )
 
 SESSION_RUNS_SHOWN = 100
@@ -37,9 +37,7 @@ class ChatSessionAdmin(AuditAdmin):
                 Prefetch("owner", queryset=get_user_model().objects.only("id", "username")))
         return qs.select_related("owner")
 
-    @admin.display(description="metadata")
-    def metadata_pretty(self, session):
-        return json_block(session.metadata)
+    metadata_pretty = json_column("metadata", "metadata")
 
     @admin.display(description="runs, oldest first")
     def runs_in_order(self, session):
@@ -147,13 +145,8 @@ class AgentStepAdmin(AuditAdmin):
         )
         return links or "—"
 
-    @admin.display(description="model input")
-    def model_input_pretty(self, step):
-        return json_block(step.model_input)
-
-    @admin.display(description="model output")
-    def model_output_pretty(self, step):
-        return json_block(step.model_output)
+    model_input_pretty = json_column("model_input", "model input")
+    model_output_pretty = json_column("model_output", "model output")
 
 
 @admin.register(ToolInvocation)
@@ -199,18 +192,7 @@ class ToolInvocationAdmin(AuditAdmin):
     def duration(self, invocation):
         return duration_text(invocation.duration_ms)
 
-    @admin.display(description="arguments")
-    def arguments_pretty(self, invocation):
-        return json_block(invocation.arguments)
-
-    @admin.display(description="result")
-    def result_pretty(self, invocation):
-        return json_block(invocation.result)
-
-    @admin.display(description="retrieval details")
-    def retrieval_details_pretty(self, invocation):
-        return json_block(invocation.retrieval_details)
-
-    @admin.display(description="evidence refs")
-    def evidence_refs_pretty(self, invocation):
-        return json_block(invocation.evidence_refs)
+    arguments_pretty = json_column("arguments", "arguments")
+    result_pretty = json_column("result", "result")
+    retrieval_details_pretty = json_column("retrieval_details", "retrieval details")
+    evidence_refs_pretty = json_column("evidence_refs", "evidence refs")

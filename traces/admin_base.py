@@ -99,3 +99,13 @@ def duration_text(ms) -> str:
 def json_block(value):
     """A stored JSON column, pretty-printed in a focusable block (it scrolls)."""
     return format_html('<pre class="rc-json" tabindex="0">{}</pre>', json_html(value))
+
+
+def json_column(field: str, description: str):
+    """An admin display method showing the row's JSON column `field` as a `json_block`."""
+
+    @admin.display(description=description)
+    def show(model_admin, row):
+        return json_block(getattr(row, field))
+
+    return show

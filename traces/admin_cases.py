@@ -9,7 +9,7 @@ from django.utils.html import format_html, format_html_join
 from diagnosis.models import CaseLibraryEntry, RunReview, RunReviewEntry
 from diagnosis.services.access import can_publish_cases
 from diagnosis.services.feedback import CasePublishRefused, case_publish
-from traces.admin_base import PREVIEW_CHARS, RUN_HEAVY_FIELDS, AuditAdmin, json_block, run_id_link, when
+from traces.admin_base import PREVIEW_CHARS, RUN_HEAVY_FIELDS, AuditAdmin, json_column, run_id_link, when
 from traces.models import ScoreConfig
 
 
@@ -31,9 +31,7 @@ class CaseLibraryEntryAdmin(AuditAdmin):
             return {}
         return super().get_actions(request)
 
-    @admin.display(description="verified claims (with their excerpts)")
-    def claims_pretty(self, case):
-        return json_block(case.claims)
+    claims_pretty = json_column("claims", "verified claims (with their excerpts)")
 
     def _publish(self, request, queryset, publish: bool):
         done = 0

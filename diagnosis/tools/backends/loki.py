@@ -114,15 +114,8 @@ class LokiBackend:
     def build_query(self, *, service: str | None = None, query: str | None = None) -> str:
         return build_logql(service, query, self.service_label)
 
-    def query_logs(
-        self,
-        *,
-        service: str | None = None,
-        query: str | None = None,
-        start: datetime | None = None,
-        end: datetime | None = None,
-        limit: int = 50,
-    ) -> dict[str, Any]:
+    def query_logs(self, *, service: str | None = None, query: str | None = None, start: datetime | None = None,
+                   end: datetime | None = None, limit: int = 50) -> dict[str, Any]:
         """Log lines via ``/loki/api/v1/query_range`` (direction=backward), returned oldest-first."""
         logql = self.build_query(service=service, query=query)
         start_dt, end_dt = resolve_window(start, end, now=datetime.now(timezone.utc))
