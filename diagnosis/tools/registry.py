@@ -31,6 +31,7 @@ def _tool(description: str, properties: dict[str, Any], required: list[str] | No
     return {"description": description, "parameters": parameters}
 
 
+# One entry per tool, alike in shape by design (a JSON Schema each); `_tool` holds what they share.
 TOOL_SCHEMAS: dict[str, dict[str, Any]] = {
     "lookup_knowledge": _tool(
         "Search runbooks and the case library of past useful diagnoses (English or Chinese).",
@@ -120,6 +121,7 @@ def openai_tool_specs(names=ALLOWED_TOOLS) -> list[dict[str, Any]]:
     ]
 
 
+# Alike in shape to llm.base.ToolCall only (an id, a tool name, arguments): what a call produced, not a request.
 @dataclass(frozen=True)
 class ToolOutcome:
     """What one call produced, as recorded: the id claims cite and the stored (redacted) result."""

@@ -58,6 +58,7 @@ class Span:
     status_message: str = ""
     attributes: Mapping[str, Any] = field(default_factory=dict)
 
+    # This and the dataclass below are shaped like llm.base's `wants_json` and `ChatReply`: a likeness, no logic.
     @property
     def is_error(self) -> bool:
         return self.status == "error"
