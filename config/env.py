@@ -43,29 +43,25 @@ def env_int(
     name: str, default: int, *, minimum: int | None = None, maximum: int | None = None,
     environ: dict | None = None,
 ) -> int:
-    value = _raw(name, environ)
-    if value is None:
-        return default
-    try:
-        number = int(value)
-    except ValueError:
-        raise ImproperlyConfigured(f"{name}={value!r} is not an integer.") from None
-    _check_range(name, number, minimum, maximum)
-    return number
+    return _env_number(name, default, int, "an integer", minimum, maximum, environ)
 
 
 def env_float(
     name: str, default: float, *, minimum: float | None = None, maximum: float | None = None,
     environ: dict | None = None,
 ) -> float:
+    return _env_number(name, default, float, "a number", minimum, maximum, environ)
+
+
+def _env_number(name, default, kind: type, what: str, minimum, maximum, environ):
     value = _raw(name, environ)
     if value is None:
         return default
     try:
-        number = float(value)
+        number = kind(value)
     except ValueError:
-        raise ImproperlyConfigured(f"{name}={value!r} is not a number.") from None
-    if number != number or number in (float("inf"), float("-inf")):
+        raise ImproperlyConfigured(f"{name}={value!r} is not {what}.") from None
+    if number != number or number in (float("inf"), float("-inf")):  # NaN or infinite (a float only)
         raise ImproperlyConfigured(f"{name}={value!r} must be a finite number.")
     _check_range(name, number, minimum, maximum)
     return number

@@ -18,6 +18,7 @@ from diagnosis.model_text import normalise_model_text
 _W = r"(?:^|[\s;&|(`$'\"])"  # a command starts a line or follows a separator
 _F = r"(?:\s+-[\w-]+(?:[= ]\S+)?)*"  # any flags in between
 
+# A table, one (code, regex) row per dangerous command: its rows are alike in shape by design.
 PATTERNS: tuple[tuple[str, str], ...] = (
     # shells
     ("shell.rm_recursive", _W + r"(?:sudo\s+)?rm\s+(?:-[a-z]*r[a-z]*|--recursive|-[a-z]*\s+-[a-z]*r[a-z]*)\b"),

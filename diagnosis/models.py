@@ -211,6 +211,7 @@ class AgentStep(models.Model):
         return f"step {self.step_index} · {self.node}"
 
 
+# Its fields read like AgentStep's (run, session, status, timings): each table spelled out, as Django models read best.
 class ToolInvocation(models.Model):
     class Status(models.TextChoices):
         SUCCESS = "SUCCESS"

@@ -144,6 +144,16 @@ def _scores_context(request, run, may_rate: bool) -> dict:
     }
 
 
+def _run_to_review(model_admin, request, object_id, *, verb: str):
+    """The run a review POST acts on; PermissionDenied unless the user may read it and `verb` it."""
+    if not model_admin.has_view_permission(request):
+        raise PermissionDenied
+    run = _load(model_admin, request, object_id).run
+    if not can_give_feedback(request.user, run):
+        raise PermissionDenied(f"You may read this run but not {verb} it.")
+    return run
+
+
 def run_score_view(model_admin, request, object_id):
     """POST one score (a configuration and its value) on a run, then back to the run page."""
     from traces.models import ScoreConfig
@@ -151,11 +161,7 @@ def run_score_view(model_admin, request, object_id):
 
     if request.method != "POST":
         return HttpResponseNotAllowed(["POST"])
-    if not model_admin.has_view_permission(request):
-        raise PermissionDenied
-    run = _load(model_admin, request, object_id).run
-    if not can_give_feedback(request.user, run):
-        raise PermissionDenied("You may read this run but not score it.")
+    run = _run_to_review(model_admin, request, object_id, verb="score")
     config = ScoreConfig.objects.filter(pk=request.POST.get("config", "")).first() if str(
         request.POST.get("config", "")).isdigit() else None
     if config is None:
@@ -174,11 +180,7 @@ def run_feedback_view(model_admin, request, object_id):
     """POST feedback on a run through `run_feedback_give`, then back to the run-detail page."""
     if request.method != "POST":
         return HttpResponseNotAllowed(["POST"])
-    if not model_admin.has_view_permission(request):
-        raise PermissionDenied
-    run = _load(model_admin, request, object_id).run
-    if not can_give_feedback(request.user, run):
-        raise PermissionDenied("You may read this run but not rate it.")
+    run = _run_to_review(model_admin, request, object_id, verb="rate")
     form = FeedbackForm(request.POST, allow_useful=answer_verified(run))
     if not run.is_terminal:
         messages.error(request, f"Feedback not saved: {RunNotFinished(run.run_id, run.status)}.")

@@ -364,7 +364,8 @@ class _JsonWriter:
         return path + (index,)
 
 
-def _parsed(value: Any) -> Any:
+def parsed_json(value: Any) -> Any:
+    """A string that holds a JSON object or list, parsed; any other value as it is."""
     if isinstance(value, str):
         try:
             parsed = json.loads(value)
@@ -384,7 +385,7 @@ def json_html(value: Any, highlights: Sequence[Highlight] = (), *, limit: int = 
     """
     writer = _JsonWriter(highlights, limit, window)
     try:
-        writer.write(_parsed(value), (), 0)
+        writer.write(parsed_json(value), (), 0)
     except _Budget:
         writer.out.append('\n<span class="j-cut">… cut here in the console; the JSON trace has the full value</span>')
     return mark_safe("".join(writer.out))
@@ -399,7 +400,7 @@ class ResultView:
 def result_html(value: Any, highlights: Sequence[Highlight] = (), *, inline_limit: int = INLINE_LIMIT) -> ResultView:
     """A tool result for the run page: whole when it is small, else a window around each verified
     excerpt, so every highlighted excerpt is on the page however large the result is."""
-    value = _parsed(value)
+    value = parsed_json(value)
     writer = _JsonWriter(highlights, inline_limit)
     try:
         writer.write(value, (), 0)

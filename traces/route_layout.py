@@ -41,6 +41,7 @@ class Box:
     rank: int = 0
     column: int = 0
 
+    # The four edges read best spelled out, one line of arithmetic each, rather than generated.
     @property
     def left(self) -> float:
         return self.cx - self.w / 2

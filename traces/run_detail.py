@@ -21,7 +21,8 @@ from diagnosis.contracts import SelfEvaluation, StoredAudit, orchestration_trace
 from diagnosis.jsonpath import NOT_FOUND, JsonPathError, resolve
 from diagnosis.models import AgentStep, DiagnosisRun, ToolInvocation
 from traces.rendering import (
-    FULL_LIMIT, Highlight, ResultView, excerpt_in_context, highlight_for, json_html, markdown_html, result_html,
+    FULL_LIMIT, Highlight, ResultView, excerpt_in_context, highlight_for, json_html, markdown_html, parsed_json,
+    result_html,
 )
 from traces.ranking_hint import RankingView, build_ranking
 from traces.route_svg import RouteSummary, render_route_svg, summarise_route, topology_for
@@ -154,11 +155,8 @@ class Timeline:
 def _content_view(content: Any) -> tuple[SafeString, bool]:
     """A message content: pretty JSON when it is a JSON object or list, else escaped text."""
     if isinstance(content, str):
-        try:
-            parsed = json.loads(content)
-        except ValueError:
-            parsed = None
-        if isinstance(parsed, (dict, list)):
+        parsed = parsed_json(content)
+        if parsed is not content:
             return json_html(parsed), True
         return SafeString(escape(content)), False
     if content is None:

@@ -142,6 +142,8 @@ class RunListInputSerializer(serializers.Serializer):
     cursor = serializers.CharField(required=False, max_length=512)
 
 
+# The run's columns again, as in TraceRunSerializer: per-view serializers (docs: none shared), so each view's
+# wire shape changes on its own.
 class RunListItemSerializer(serializers.Serializer):
     runId = serializers.CharField(source="run_id")
     agentFlow = serializers.CharField(source="agent_flow")

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 SPAN_KINDS = ("server", "client", "producer", "consumer", "internal")
 SPAN_STATUSES = ("ok", "error", "unset")
@@ -67,16 +67,24 @@ def _check_span(span: Any, where: str, depth: int) -> None:
         _check_span(child, f"{where}.children[{i}]", depth + 1)
 
 
+def _entries(file: Path, key: str) -> Iterator[tuple[str, dict[str, Any]]]:
+    """The objects of ``{key: [...]}`` in ``file``, each with where it stands; none when there is no file."""
+    if not file.is_file():
+        return
+    data = _read(file)
+    _require(isinstance(data, dict) and isinstance(data.get(key), list), str(file), f"expected {{\"{key}\": [...]}}")
+    for i, entry in enumerate(data[key]):
+        where = f"{file}: {key}[{i}]"
+        _require(isinstance(entry, dict), where, "expected a JSON object")
+        yield where, entry
+
+
 def load_traces(file: Path) -> tuple[dict[str, Any], ...]:
     """``{"traces": [template, ...]}``; a template has ``root`` (a span tree) and either ``offset_seconds``
     (one trace) or ``from_offset_seconds``, ``to_offset_seconds`` and ``every_seconds`` (repeated)."""
-    if not file.is_file():
-        return ()
-    data = _read(file)
-    _require(isinstance(data, dict) and isinstance(data.get("traces"), list), str(file), "expected {\"traces\": [...]}")
-    for i, template in enumerate(data["traces"]):
-        where = f"{file}: traces[{i}]"
-        _require(isinstance(template, dict), where, "expected a JSON object")
+    templates = []
+    for where, template in _entries(file, "traces"):
+        templates.append(template)
         if "offset_seconds" in template:
             _require(_offset(template["offset_seconds"]), where, "'offset_seconds' must be an integer <= 0")
         else:
@@ -86,19 +94,15 @@ def load_traces(file: Path) -> tuple[dict[str, Any], ...]:
             _require(isinstance(every, int) and not isinstance(every, bool) and every > 0, where,
                      "'every_seconds' must be a positive integer")
         _check_span(template.get("root"), f"{where}.root", 1)
-    return tuple(data["traces"])
+    return tuple(templates)
 
 
 def load_changes(file: Path) -> tuple[dict[str, Any], ...]:
     """``{"changes": [{"kind", "service", "offset_seconds", "what", "object", "namespace"?, "revision"?,
     "status"?, "by"?}]}``."""
-    if not file.is_file():
-        return ()
-    data = _read(file)
-    _require(isinstance(data, dict) and isinstance(data.get("changes"), list), str(file), "expected {\"changes\": [...]}")
-    for i, change in enumerate(data["changes"]):
-        where = f"{file}: changes[{i}]"
-        _require(isinstance(change, dict), where, "expected a JSON object")
+    changes = []
+    for where, change in _entries(file, "changes"):
+        changes.append(change)
         _require(change.get("kind") in CHANGE_KINDS, where, f"'kind' must be one of {', '.join(CHANGE_KINDS)}")
         for key in ("service", "what", "object"):
             _require(isinstance(change.get(key), str) and change[key].strip() != "", where,
@@ -109,4 +113,4 @@ def load_changes(file: Path) -> tuple[dict[str, Any], ...]:
         unknown = set(change) - {"kind", "service", "offset_seconds", "what", "object", "namespace", "revision",
                                  "status", "by"}
         _require(not unknown, where, f"unknown key(s) {', '.join(sorted(unknown))}")
-    return tuple(data["changes"])
+    return tuple(changes)

@@ -4,6 +4,7 @@ table, a column per summary (`scenarios.summary`). Framework-free, so a bench ou
 from __future__ import annotations
 
 # The figures compared, strict ones first: (row title, summary key, format).
+# A table: its rows are alike in shape by design.
 COMPARED = (
     ("runs", "runs", "{}"),
     ("FALSE CONFIDENCE", "false_confidence", "{}"),

@@ -4,19 +4,8 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from .base import (
-    ROLES,
-    ChatModel,
-    ChatReply,
-    ChatRequest,
-    ModelDeadlineExceeded,
-    ModelError,
-    ModelInvalidOutputError,
-    ModelNonRetryableError,
-    ModelRetryableError,
-    ToolCall,
-    Usage,
-    parse_json_object,
-    validate_object,
+    ROLES, ChatModel, ChatReply, ChatRequest, ModelDeadlineExceeded, ModelError, ModelInvalidOutputError,
+    ModelNonRetryableError, ModelRetryableError, ToolCall, Usage, parse_json_object, validate_object,
 )
 
 
@@ -28,18 +17,7 @@ def build_chat_model(config: Mapping[str, Any]) -> ChatModel:
 
 
 __all__ = [
-    "ROLES",
-    "ChatModel",
-    "ChatReply",
-    "ChatRequest",
-    "ModelDeadlineExceeded",
-    "ModelError",
-    "ModelInvalidOutputError",
-    "ModelNonRetryableError",
-    "ModelRetryableError",
-    "ToolCall",
-    "Usage",
-    "build_chat_model",
-    "parse_json_object",
-    "validate_object",
+    "ROLES", "ChatModel", "ChatReply", "ChatRequest", "ModelDeadlineExceeded", "ModelError",
+    "ModelInvalidOutputError", "ModelNonRetryableError", "ModelRetryableError", "ToolCall", "Usage",
+    "build_chat_model", "parse_json_object", "validate_object",
 ]

@@ -18,18 +18,8 @@ import openai
 from openai import OpenAI
 
 from .base import (
-    ROLES,
-    ChatModel,
-    ChatReply,
-    ChatRequest,
-    ModelDeadlineExceeded,
-    ModelError,
-    ModelInvalidOutputError,
-    ModelNonRetryableError,
-    ModelRetryableError,
-    ToolCall,
-    Usage,
-    parse_json_object,
+    ROLES, ChatModel, ChatReply, ChatRequest, ModelDeadlineExceeded, ModelError, ModelInvalidOutputError,
+    ModelNonRetryableError, ModelRetryableError, ToolCall, Usage, parse_json_object,
 )
 from .schemas import bounded_tools
 

@@ -21,107 +21,91 @@ SUCCESS, ERROR, BLOCKED = "SUCCESS", "ERROR", "BLOCKED"
 # they move under `request` with the call's arguments, where no citation may point (`path_not_evidence`).
 REQUEST_KEYS = ("service", "query", "start", "end", "step", "note", "namespace", "kind", "name", "selector")
 
+
+def _tool(description: str, properties: dict[str, Any], required: list[str] | None = None) -> dict[str, Any]:
+    """A tool's schema: its description and its arguments, a closed JSON object."""
+    parameters: dict[str, Any] = {"type": "object", "properties": properties}
+    if required:
+        parameters["required"] = required
+    parameters["additionalProperties"] = False
+    return {"description": description, "parameters": parameters}
+
+
+# One entry per tool, alike in shape by design (a JSON Schema each); `_tool` holds what they share.
 TOOL_SCHEMAS: dict[str, dict[str, Any]] = {
-    "lookup_knowledge": {
-        "description": "Search runbooks and the case library of past useful diagnoses (English or Chinese).",
-        "parameters": {
-            "type": "object",
-            "properties": {
-                "query": {"type": "string", "description": "What to look for, e.g. 'connection pool exhausted'."},
-                "top_k": {"type": "integer", "minimum": 1, "maximum": 10, "default": 3},
-            },
-            "required": ["query"],
-            "additionalProperties": False,
+    "lookup_knowledge": _tool(
+        "Search runbooks and the case library of past useful diagnoses (English or Chinese).",
+        {
+            "query": {"type": "string", "description": "What to look for, e.g. 'connection pool exhausted'."},
+            "top_k": {"type": "integer", "minimum": 1, "maximum": 10, "default": 3},
         },
-    },
-    "query_logs": {
-        "description": "Log lines of one service in a time window, optionally filtered by words (e.g. 'error timeout').",
-        "parameters": {
-            "type": "object",
-            "properties": {
-                "service": {"type": "string"},
-                "query": {"type": "string", "description": "Words the line must contain; 'level:ERROR' filters by level."},
-                "start": {"type": "string", "description": "ISO-8601 UTC; default 60 minutes ago."},
-                "end": {"type": "string", "description": "ISO-8601 UTC; default now."},
-                "limit": {"type": "integer", "minimum": 1, "maximum": 500, "default": 50},
-            },
-            "required": ["service"],
-            "additionalProperties": False,
+        required=["query"],
+    ),
+    "query_logs": _tool(
+        "Log lines of one service in a time window, optionally filtered by words (e.g. 'error timeout').",
+        {
+            "service": {"type": "string"},
+            "query": {"type": "string", "description": "Words the line must contain; 'level:ERROR' filters by level."},
+            "start": {"type": "string", "description": "ISO-8601 UTC; default 60 minutes ago."},
+            "end": {"type": "string", "description": "ISO-8601 UTC; default now."},
+            "limit": {"type": "integer", "minimum": 1, "maximum": 500, "default": 50},
         },
-    },
-    "query_metrics": {
-        "description": "Metric series with min/max/baseline stats: a PromQL query, or a metric name and a service.",
-        "parameters": {
-            "type": "object",
-            "properties": {
-                "query": {"type": "string"},
-                "metric": {"type": "string"},
-                "service": {"type": "string"},
-                "start": {"type": "string"},
-                "end": {"type": "string"},
-                "step": {"type": "string", "description": "Resolution such as 60s or 5m."},
-            },
-            "additionalProperties": False,
+        required=["service"],
+    ),
+    "query_metrics": _tool(
+        "Metric series with min/max/baseline stats: a PromQL query, or a metric name and a service.",
+        {
+            "query": {"type": "string"},
+            "metric": {"type": "string"},
+            "service": {"type": "string"},
+            "start": {"type": "string"},
+            "end": {"type": "string"},
+            "step": {"type": "string", "description": "Resolution such as 60s or 5m."},
         },
-    },
-    "query_kubernetes": {
-        "description": "Kubernetes events plus pod and container status (state, last state, reason, exit code, "
-                       "restart count, image, pod IP) of a workload or pod, by name or label selector; kind 'service' "
-                       "returns Services with their cluster IP, ports and endpoint pod IPs (every Service of the "
-                       "namespace when no name is given), to tell which service an address belongs to. Read-only.",
-        "parameters": {
-            "type": "object",
-            "properties": {
-                "namespace": {"type": "string", "description": "Default: the configured namespace."},
-                "kind": {"type": "string", "description": "pod, deployment, statefulset, daemonset, job, cronjob, service …; default pod."},
-                "name": {"type": "string", "description": "The object's name (a workload name matches its pods)."},
-                "selector": {"type": "string", "description": "A label selector such as app=checkout."},
-            },
-            "additionalProperties": False,
+    ),
+    "query_kubernetes": _tool(
+        "Kubernetes events plus pod and container status (state, last state, reason, exit code, "
+        "restart count, image, pod IP) of a workload or pod, by name or label selector; kind 'service' "
+        "returns Services with their cluster IP, ports and endpoint pod IPs (every Service of the "
+        "namespace when no name is given), to tell which service an address belongs to. Read-only.",
+        {
+            "namespace": {"type": "string", "description": "Default: the configured namespace."},
+            "kind": {"type": "string", "description": "pod, deployment, statefulset, daemonset, job, cronjob, service …; default pod."},
+            "name": {"type": "string", "description": "The object's name (a workload name matches its pods)."},
+            "selector": {"type": "string", "description": "A label selector such as app=checkout."},
         },
-    },
-    "query_traces": {
-        "description": "Distributed traces of a service (or one trace by id): spans with service, operation, parent, "
-                       "status, duration and attributes, and per caller->callee edge the calls, errors and latency "
-                       "percentiles over the window. Read-only.",
-        "parameters": {
-            "type": "object",
-            "properties": {
-                "service": {"type": "string", "description": "Traces with a span of this service."},
-                "operation": {"type": "string", "description": "Only spans of this operation, e.g. 'POST /orders'."},
-                "trace_id": {"type": "string", "description": "One trace, whole (hex id); no other filter needed."},
-                "status": {"type": "string", "enum": ["any", "error"], "default": "any",
-                           "description": "'error': only traces with an error span (of the service)."},
-                "min_duration": {"type": "string", "description": "Only spans at least this long, e.g. 500ms or 2s."},
-                "start": {"type": "string", "description": "ISO-8601 UTC; default 60 minutes before end."},
-                "end": {"type": "string", "description": "ISO-8601 UTC; default now."},
-                "limit": {"type": "integer", "minimum": 1, "maximum": 50, "default": 20,
-                          "description": "How many traces to read."},
-            },
-            "additionalProperties": False,
+    ),
+    "query_traces": _tool(
+        "Distributed traces of a service (or one trace by id): spans with service, operation, parent, "
+        "status, duration and attributes, and per caller->callee edge the calls, errors and latency "
+        "percentiles over the window. Read-only.",
+        {
+            "service": {"type": "string", "description": "Traces with a span of this service."},
+            "operation": {"type": "string", "description": "Only spans of this operation, e.g. 'POST /orders'."},
+            "trace_id": {"type": "string", "description": "One trace, whole (hex id); no other filter needed."},
+            "status": {"type": "string", "enum": ["any", "error"], "default": "any",
+        "description": "'error': only traces with an error span (of the service)."},
+            "min_duration": {"type": "string", "description": "Only spans at least this long, e.g. 500ms or 2s."},
+            "start": {"type": "string", "description": "ISO-8601 UTC; default 60 minutes before end."},
+            "end": {"type": "string", "description": "ISO-8601 UTC; default now."},
+            "limit": {"type": "integer", "minimum": 1, "maximum": 50, "default": 20,
+                      "description": "How many traces to read."},
         },
-    },
-    "query_changes": {
-        "description": "What changed, oldest first: Kubernetes rollouts (Deployment, StatefulSet, DaemonSet revisions "
-                       "with image or spec differences), ConfigMap and Secret updates (names and times, never "
-                       "values), Helm release history and Argo CD syncs. Read-only.",
-        "parameters": {
-            "type": "object",
-            "properties": {
-                "service": {"type": "string", "description": "A workload, release or application name; default all."},
-                "namespace": {"type": "string", "description": "Default: the configured namespace."},
-                "kind": {"type": "string", "enum": ["rollout", "config", "secret", "helm", "argocd"],
-                         "description": "Only changes of this kind; default every kind."},
-                "start": {"type": "string", "description": "ISO-8601 UTC; default 24 hours before end."},
-                "end": {"type": "string", "description": "ISO-8601 UTC; default now."},
-            },
-            "additionalProperties": False,
+    ),
+    "query_changes": _tool(
+        "What changed, oldest first: Kubernetes rollouts (Deployment, StatefulSet, DaemonSet revisions "
+        "with image or spec differences), ConfigMap and Secret updates (names and times, never "
+        "values), Helm release history and Argo CD syncs. Read-only.",
+        {
+            "service": {"type": "string", "description": "A workload, release or application name; default all."},
+            "namespace": {"type": "string", "description": "Default: the configured namespace."},
+            "kind": {"type": "string", "enum": ["rollout", "config", "secret", "helm", "argocd"],
+                     "description": "Only changes of this kind; default every kind."},
+            "start": {"type": "string", "description": "ISO-8601 UTC; default 24 hours before end."},
+            "end": {"type": "string", "description": "ISO-8601 UTC; default now."},
         },
-    },
-    "query_alerts": {
-        "description": "The currently firing or pending alerts.",
-        "parameters": {"type": "object", "properties": {}, "additionalProperties": False},
-    },
+    ),
+    "query_alerts": _tool("The currently firing or pending alerts.", {}),
     RANKING_TOOL: RANKING_SCHEMA,
 }
 ALLOWED_TOOLS = frozenset(TOOL_SCHEMAS)
@@ -137,6 +121,7 @@ def openai_tool_specs(names=ALLOWED_TOOLS) -> list[dict[str, Any]]:
     ]
 
 
+# Alike in shape to llm.base.ToolCall only (an id, a tool name, arguments): what a call produced, not a request.
 @dataclass(frozen=True)
 class ToolOutcome:
     """What one call produced, as recorded: the id claims cite and the stored (redacted) result."""

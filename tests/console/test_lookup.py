@@ -186,9 +186,9 @@ def test_the_tool_filter_finds_older_runs_that_other_filters_select(staff_client
 def test_the_tool_filter_count_stops_at_its_cap_and_says_more_than(staff_client, runs, monkeypatch):
     """Counting costs one index probe per run, so under the tool filter the count stops at its cap and
     the footer says "more than"."""
-    import traces.admin
+    import traces.admin_filters
 
-    monkeypatch.setattr(traces.admin, "TOOL_COUNT_CAP", 2)
+    monkeypatch.setattr(traces.admin_filters, "TOOL_COUNT_CAP", 2)
     page = staff_client.get(LIST + "?tool=query_logs").content.decode()
     assert "more than 2</span> diagnosis runs" in page
     assert "more than" not in staff_client.get(LIST + "?tool=query_metrics").content.decode()

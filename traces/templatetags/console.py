@@ -23,21 +23,22 @@ def ms(value) -> str:
     return f"{minutes} min {seconds:02d} s"
 
 
+def _formatted(value, number: type, spec: str, otherwise: str) -> str:
+    try:
+        return format(number(value), spec)
+    except (TypeError, ValueError):
+        return otherwise
+
+
 @register.filter
 def thousands(value) -> str:
-    try:
-        return f"{int(value):,}"
-    except (TypeError, ValueError):
-        return "—"
+    return _formatted(value, int, ",", "—")
 
 
 @register.filter
 def css_number(value) -> str:
     """A number for a style attribute, always with a dot whatever the active locale."""
-    try:
-        return f"{float(value):.2f}"
-    except (TypeError, ValueError):
-        return "0"
+    return _formatted(value, float, ".2f", "0")
 
 
 @register.filter

@@ -28,6 +28,8 @@ __all__ = [
     "go_string_literal",
     "series_stats",
     "describe_series",
+    "metric_series",
+    "metrics_result",
     "SERVED_LEVELS",
     "normalise_level",
     "detect_level",
@@ -61,15 +63,8 @@ class BackendError(Exception):
 class LogsBackend(Protocol):
     """Log lines of a service; ``start``/``end`` default to the last 60 minutes."""
 
-    def query_logs(
-        self,
-        *,
-        service: str | None = None,
-        query: str | None = None,
-        start: datetime | None = None,
-        end: datetime | None = None,
-        limit: int = 50,
-    ) -> dict[str, Any]:
+    def query_logs(self, *, service: str | None = None, query: str | None = None, start: datetime | None = None,
+                   end: datetime | None = None, limit: int = 50) -> dict[str, Any]:
         """``{"backend", "service", "query", "start", "end", "total", "records": [...]}``."""
         ...
 
@@ -78,16 +73,8 @@ class LogsBackend(Protocol):
 class MetricsBackend(Protocol):
     """Metric series, by a PromQL-style query or a metric name plus a service."""
 
-    def query_metrics(
-        self,
-        *,
-        query: str | None = None,
-        metric: str | None = None,
-        service: str | None = None,
-        start: datetime | None = None,
-        end: datetime | None = None,
-        step: Any = None,
-    ) -> dict[str, Any]:
+    def query_metrics(self, *, query: str | None = None, metric: str | None = None, service: str | None = None,
+                      start: datetime | None = None, end: datetime | None = None, step: Any = None) -> dict[str, Any]:
         """``{"backend", "query", "start", "end", "step", "series": [...]}``."""
         ...
 
@@ -364,3 +351,22 @@ def describe_series(labels: Mapping[str, str], stats: Mapping[str, Any]) -> str:
         f"{head} max {format_number(stats['max'])} at {stats['max_at']}, "
         f"baseline {format_number(stats['baseline'])}, last {format_number(stats['last'])}"
     )
+
+
+def metric_series(labels: dict[str, str], values: list[list[Any]]) -> dict[str, Any]:
+    """One series of a metrics result: its samples with their stats and one-line description."""
+    stats = series_stats(values)
+    return {"labels": labels, "values": values, "stats": stats, "description": describe_series(labels, stats)}
+
+
+def metrics_result(*, backend: str, query: str, start: datetime, end: datetime, step: Any,
+                   series: list[dict[str, Any]]) -> dict[str, Any]:
+    """The ``query_metrics`` result, its series in label order so the same data reads the same."""
+    return {
+        "backend": backend,
+        "query": query,
+        "start": format_timestamp(start),
+        "end": format_timestamp(end),
+        "step": step,
+        "series": sorted(series, key=lambda s: sorted(s["labels"].items())),
+    }

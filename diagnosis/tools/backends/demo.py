@@ -40,14 +40,14 @@ from diagnosis.demo.loader import Scenario, ScenarioError, load_scenario, shippe
 from diagnosis.demo.timestamps import render_timestamps
 from diagnosis.tools.backends.base import (
     BackendError,
-    describe_series,
     detect_level,
     format_selector,
     format_timestamp,
+    metric_series,
+    metrics_result,
     normalise_level,
     range_query_step,
     resolve_window,
-    series_stats,
     workload_pods_regex,
 )
 from diagnosis.tools.backends.demo_changes import DemoChanges
@@ -439,15 +439,8 @@ class DemoBackend:
 
     # --- LogsBackend ---
 
-    def query_logs(
-        self,
-        *,
-        service: str | None = None,
-        query: str | None = None,
-        start: datetime | None = None,
-        end: datetime | None = None,
-        limit: int = 50,
-    ) -> dict[str, Any]:
+    def query_logs(self, *, service: str | None = None, query: str | None = None, start: datetime | None = None,
+                   end: datetime | None = None, limit: int = 50) -> dict[str, Any]:
         """Matching log records in the window, oldest-first (the newest ``limit`` when more match)."""
         if service is not None and not isinstance(service, str):
             raise BackendError(f"expected a service name, got {type(service).__name__}", argument="service")
@@ -488,16 +481,8 @@ class DemoBackend:
 
     # --- MetricsBackend ---
 
-    def query_metrics(
-        self,
-        *,
-        query: str | None = None,
-        metric: str | None = None,
-        service: str | None = None,
-        start: datetime | None = None,
-        end: datetime | None = None,
-        step: Any = None,
-    ) -> dict[str, Any]:
+    def query_metrics(self, *, query: str | None = None, metric: str | None = None, service: str | None = None,
+                      start: datetime | None = None, end: datetime | None = None, step: Any = None) -> dict[str, Any]:
         """``query`` evaluated as Prometheus's ``query_range`` evaluates it (see ``promql.py``): a selector
         (``metric`` and ``service`` add matchers to it), or an expression of the supported subset
         (``service`` then adds a matcher to every selector in it). Each series comes with stats and a
@@ -544,21 +529,11 @@ class DemoBackend:
             selector = str(query).strip()
             results = evaluate_range(expression, stored, start_ms=start_ms, end_ms=end_ms,
                                      step_ms=round(step_s * 1000), extra_matchers=matchers)
-        series_out = []
-        for labels, points in results:  # a series without a value in the window is not returned
-            values = [[_seconds(t), format_value(v)] for t, v in points]
-            stats = series_stats(values)
-            series_out.append({"labels": labels, "values": values, "stats": stats,
-                               "description": describe_series(labels, stats)})
-        series_out.sort(key=lambda s: sorted(s["labels"].items()))
-        return {
-            "backend": BACKEND_NAME,
-            "query": selector,
-            "start": format_timestamp(start_dt),
-            "end": format_timestamp(end_dt),
-            "step": _seconds(round(step_s * 1000)),
-            "series": series_out,
-        }
+        # A series without a value in the window is not returned.
+        series_out = [metric_series(labels, [[_seconds(t), format_value(v)] for t, v in points])
+                      for labels, points in results]
+        return metrics_result(backend=BACKEND_NAME, query=selector, start=start_dt, end=end_dt,
+                              step=_seconds(round(step_s * 1000)), series=series_out)
 
     # --- AlertsBackend ---
 

@@ -22,9 +22,9 @@ from diagnosis.tools.backends.trace_formats import spans_from_otlp
 from diagnosis.tools.backends.http_json import JsonHttpClient, Reply, path_segment
 from diagnosis.tools.backends.trace_formats import spans_from_jaeger
 from diagnosis.tools.backends.traces import (
+    CheckedTraceSearch,
     Span,
     TraceQuery,
-    check_trace_query,
     format_duration,
     traces_result,
 )
@@ -40,7 +40,7 @@ def _micros(value: datetime) -> int:
     return (value - _EPOCH) // timedelta(microseconds=1)
 
 
-class JaegerBackend:
+class JaegerBackend(CheckedTraceSearch):
     """Traces from a Jaeger query service."""
 
     name = BACKEND_NAME
@@ -65,16 +65,11 @@ class JaegerBackend:
             raise self.http.error(f"jaeger at {self.http.display} returned a non-JSON response: {self.http.snippet(reply)}")
         return body.get("data")
 
-    def query_traces(self, *, service: str | None = None, operation: str | None = None, trace_id: str | None = None,
-                     status: str | None = None, min_duration: str | None = None, start: Any = None, end: Any = None,
-                     limit: Any = None) -> dict[str, Any]:
-        query = check_trace_query(service=service, operation=operation, trace_id=trace_id, status=status,
-                                  min_duration=min_duration, start=start, end=end, limit=limit,
-                                  now=datetime.now(timezone.utc))
+    def answer(self, query: TraceQuery) -> dict[str, Any]:
         if self.api == "v3":
             return self._query_v3(query)
         if query.trace_id is not None:
-            params = {"start": _micros(query.start), "end": _micros(query.end)} if (start or end) else {}
+            params = {"start": _micros(query.start), "end": _micros(query.end)} if query.window_given else {}
             reply = self.http.get(f"/api/traces/{path_segment(query.trace_id)}", params)
             if reply.status == 404:
                 raise BackendError(f"trace {query.trace_id} not found", argument="trace_id", backend=BACKEND_NAME)

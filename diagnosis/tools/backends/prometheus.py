@@ -20,13 +20,13 @@ import httpx
 
 from diagnosis.tools.backends.base import (
     BackendError,
-    describe_series,
     format_timestamp,
     go_string_literal,
+    metric_series,
+    metrics_result,
     parse_time,
     range_query_step,
     resolve_window,
-    series_stats,
     workload_pods_regex,
 )
 from diagnosis.tools.backends.http_json import display_url
@@ -200,16 +200,8 @@ class PrometheusBackend:
         pods = f"{str(metric).strip()}{{pod=~{promql_string(workload_pods_regex(str(service)))}}}"
         return f"{promql_selector(str(metric), {self.service_label: service})} or {pods}"
 
-    def query_metrics(
-        self,
-        *,
-        query: str | None = None,
-        metric: str | None = None,
-        service: str | None = None,
-        start: datetime | None = None,
-        end: datetime | None = None,
-        step: Any = None,
-    ) -> dict[str, Any]:
+    def query_metrics(self, *, query: str | None = None, metric: str | None = None, service: str | None = None,
+                      start: datetime | None = None, end: datetime | None = None, step: Any = None) -> dict[str, Any]:
         """Range query via ``/api/v1/query_range`` (default window: the last 60 minutes)."""
         promql = self.build_query(query=query, metric=metric, service=service)
         start_dt, end_dt = resolve_window(start, end, now=datetime.now(timezone.utc))
@@ -225,15 +217,8 @@ class PrometheusBackend:
             kind = data.get("resultType") if isinstance(data, dict) else type(data).__name__
             raise _error(f"prometheus query_range returned {kind!r}, expected a matrix")
         series = [self._series(item) for item in data.get("result") or []]
-        series.sort(key=lambda s: sorted(s["labels"].items()))
-        return {
-            "backend": BACKEND_NAME,
-            "query": promql,
-            "start": format_timestamp(start_dt),
-            "end": format_timestamp(end_dt),
-            "step": _number(step_s),
-            "series": series,
-        }
+        return metrics_result(backend=BACKEND_NAME, query=promql, start=start_dt, end=end_dt, step=_number(step_s),
+                              series=series)
 
     def _labels(self, raw: Any) -> dict[str, str]:
         labels = {str(k): str(v) for k, v in (raw or {}).items()} if isinstance(raw, dict) else {}
@@ -250,13 +235,7 @@ class PrometheusBackend:
             if not isinstance(pair, (list, tuple)) or len(pair) < 2:
                 raise _error("prometheus returned a malformed sample")
             values.append([_timestamp(pair[0]), str(pair[1])])
-        stats = series_stats(values)
-        return {
-            "labels": labels,
-            "values": values,
-            "stats": stats,
-            "description": describe_series(labels, stats),
-        }
+        return metric_series(labels, values)
 
     def query_instant(self, query: str, *, time: datetime | None = None) -> dict[str, Any]:
         """Instant query via ``/api/v1/query``.

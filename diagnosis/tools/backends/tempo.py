@@ -18,9 +18,9 @@ from diagnosis.tools.backends.base import BackendError, go_string_literal
 from diagnosis.tools.backends.http_json import JsonHttpClient, path_segment
 from diagnosis.tools.backends.trace_formats import spans_from_otlp
 from diagnosis.tools.backends.traces import (
+    CheckedTraceSearch,
     Span,
     TraceQuery,
-    check_trace_query,
     format_duration,
     normalise_trace_id,
     traces_result,
@@ -53,7 +53,7 @@ def _unix(value: datetime, *, up: bool) -> int:
     return math.ceil(seconds) if up else math.floor(seconds)
 
 
-class TempoBackend:
+class TempoBackend(CheckedTraceSearch):
     """Traces from a Grafana Tempo server (or its query frontend)."""
 
     name = BACKEND_NAME
@@ -67,14 +67,9 @@ class TempoBackend:
     def __repr__(self) -> str:
         return f"TempoBackend({self.http.display!r})"
 
-    def query_traces(self, *, service: str | None = None, operation: str | None = None, trace_id: str | None = None,
-                     status: str | None = None, min_duration: str | None = None, start: Any = None, end: Any = None,
-                     limit: Any = None) -> dict[str, Any]:
-        query = check_trace_query(service=service, operation=operation, trace_id=trace_id, status=status,
-                                  min_duration=min_duration, start=start, end=end, limit=limit,
-                                  now=datetime.now(timezone.utc))
+    def answer(self, query: TraceQuery) -> dict[str, Any]:
         if query.trace_id is not None:
-            window = (query.start, query.end) if (start or end) else None
+            window = (query.start, query.end) if query.window_given else None
             spans = self._trace(query.trace_id, window)
             if spans is None:
                 raise BackendError(f"trace {query.trace_id} not found", argument="trace_id", backend=BACKEND_NAME)

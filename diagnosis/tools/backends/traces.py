@@ -20,7 +20,7 @@ from typing import Any, Iterable, Mapping
 from diagnosis.tools.backends.base import BackendError, format_number, format_timestamp, parse_time
 
 __all__ = [
-    "Span", "TraceQuery", "check_trace_query", "traces_result",
+    "Span", "TraceQuery", "CheckedTraceSearch", "check_trace_query", "traces_result",
     "aggregate_edges", "normalise_trace_id", "format_duration", "MAX_LIMIT", "DEFAULT_LIMIT",
 ]
 
@@ -58,6 +58,7 @@ class Span:
     status_message: str = ""
     attributes: Mapping[str, Any] = field(default_factory=dict)
 
+    # This and the dataclass below are shaped like llm.base's `wants_json` and `ChatReply`: a likeness, no logic.
     @property
     def is_error(self) -> bool:
         return self.status == "error"
@@ -75,6 +76,7 @@ class TraceQuery:
     start: datetime
     end: datetime
     limit: int
+    window_given: bool = False  # the caller named start or end (a lookup by id then keeps to that window)
 
     def matches(self, spans: list[Span]) -> bool:
         """Whether a trace has one span satisfying every filter (as TraceQL's one spanset does)."""
@@ -152,7 +154,22 @@ def check_trace_query(*, service: str | None = None, operation: str | None = Non
         # An unfiltered search returns whatever traces happen to be newest: say what to look for.
         raise BackendError("give a service (and optionally an operation, status=error or min_duration), "
                            "or a trace_id", argument="service")
-    return TraceQuery(service, operation, tid, status, parse_duration_ns(min_duration), start_dt, end_dt, int(limit))
+    return TraceQuery(service, operation, tid, status, parse_duration_ns(min_duration), start_dt, end_dt, int(limit),
+                      window_given=bool(start or end))
+
+
+class CheckedTraceSearch:
+    """``query_traces`` of a remote trace store: the arguments checked here, the search in ``answer``."""
+
+    def query_traces(self, *, service: str | None = None, operation: str | None = None, trace_id: str | None = None,
+                     status: str | None = None, min_duration: str | None = None, start: Any = None, end: Any = None,
+                     limit: Any = None) -> dict[str, Any]:
+        return self.answer(check_trace_query(service=service, operation=operation, trace_id=trace_id, status=status,
+                                             min_duration=min_duration, start=start, end=end, limit=limit,
+                                             now=datetime.now(timezone.utc)))
+
+    def answer(self, query: TraceQuery) -> dict[str, Any]:
+        raise NotImplementedError
 
 
 # --- the result ------------------------------------------------------------------------------------
