@@ -15,6 +15,7 @@ from collections import Counter
 
 from diagnosis.localisation.signals import Signal, metric_kind
 
+# A table, one (kind, words, weight) row per kind: its rows are alike in shape by design.
 _WORDS: tuple[tuple[str, str, float], ...] = (
     ("network.dns", r"域名解析|解析失败|no such host|nxdomain|name resolution|unknownhost|enotfound|could not resolve|"
                     r"servfail|name or service not known|nodename nor servname|dns (?:lookup|resolution)|"

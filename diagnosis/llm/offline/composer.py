@@ -37,6 +37,7 @@ def _t(key: str, language: str, **values: Any) -> str:
     return T[key][language].format(**values)
 
 
+# A field list of lists, alike in shape to other such dataclasses (localisation.records.Evidence): no logic to share.
 @dataclass
 class AnswerPlan:
     """The composer's output: claim ids by section, next steps, and the structured outcome it names."""

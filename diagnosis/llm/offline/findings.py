@@ -118,6 +118,7 @@ class QuietLogs(Finding):
         return f"Logs of {self.service}: {self.quiet} among {self.count} lines{self.rest}"
 
 
+# Each finding is its fields, the pattern that reads its statement and the statement: alike in shape by design.
 @dataclass(frozen=True)
 class LogPattern(Finding):
     service: str

@@ -47,6 +47,7 @@ class LogLine:
         return _binding(self.invocation_id, self.tool, self.path, self.message)
 
 
+# Alike in shape to other record dataclasses (an id, labels, points) only: a field list, no logic to share.
 @dataclass
 class Series:
     invocation_id: str
@@ -64,6 +65,7 @@ class Series:
     severity: float = 0.0
     limit: Series | None = None
 
+    # The label accessors of a metric and of an alert (below) are alike in shape: one line each, nothing to share.
     @property
     def name(self) -> str:
         return self.labels.get("__name__", "")
