@@ -259,3 +259,15 @@ def test_an_external_api_the_cluster_declares_is_named_by_its_role_when_only_its
                                              "answered 502") for i in range(15)])
     found = localise(results.items, ["quillo"])
     assert (found.outcome, found.root, found.kind) == ("root_cause", "fennix-pay", "dependency.external_api")
+
+
+def test_an_earlier_anomaly_that_accounts_for_nothing_does_not_answer_for_a_root_that_does():
+    results = _caller_and_database(database_onset=42, caller_onset=44)
+    # An unrelated service's CPU rose ten minutes earlier; nothing depends on it.
+    results.metric({"__name__": "container_cpu_usage_seconds_total", "service": "wendle"},
+                   [60.0 * i * (0.2 if i < 32 else 0.9) for i in range(60)])
+    found = localise(results.items, ["fobrel"])
+    assert (found.outcome, found.reason) == ("undetermined", "not_separated")
+    assert [c.service for c in found.candidates[:2]] == ["wendle", "quastor"]
+    # Asked about it directly, it is the answer.
+    assert localise(results.items, ["wendle"]).outcome == "root_cause"
