@@ -38,7 +38,9 @@ _WORDS: tuple[tuple[str, str, float], ...] = (
     ("resource.pool", r"连接池|线程池|(?:connection|thread|worker|db|database|client) ?pool|pool (?:is )?(?:exhausted|full|"
                       r"timeout|limit|size)|hikaripool|connection is not available|too many connections|too many clients|max_connections|connection limit|"
                       r"no (?:available|free) (?:connection|worker|thread)|exhausted|"
-                      r"remaining connection slots|queue (?:is )?full|rejectedexecution", 2.5),
+                      r"remaining connection slots|queue (?:is )?full|rejectedexecution|"
+                      r"(?:acquir|obtain|check ?out|borrow)\w* (?:a |an idle )?connection|queuepool limit|"
+                      r"resourcerequest timed out|pool is probably full", 2.5),
     ("change.config", r"配置|config(?:uration|map)?(?![a-z])|invalid (?:value|setting|option)|missing (?:key|setting|env)|"
                       r"unknown (?:option|directive|setting)|parse error in|yaml|toml", 1.5),
     ("change.secret", r"密码|凭据|认证失败|鉴权失败|secret|credential|password|access denied|authentication failed|unauthori[sz]ed|"

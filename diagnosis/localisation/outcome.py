@@ -136,7 +136,7 @@ def localise_evidence(evidence: Evidence, subject: Iterable[str] = ()) -> Locali
     result.root, result.kind, result.onset = top.service, top.kind, top.onset
     result.path = _path(subject, top.service, graph)
     result.outcome = "root_cause"
-    reason = _doubt(top, roots, graph, evidence, candidates, context)
+    reason = _doubt(top, roots, graph, evidence, candidates, context, subject)
     if reason:
         result.outcome, result.reason = "undetermined", reason
         result.next_checks = _next_checks(top, graph, evidence)
@@ -180,12 +180,16 @@ def _unjudged_errors(evidence: Evidence, subject: list[str]) -> list[str]:
             if s not in evidence.log_windows or first - evidence.log_windows[s][0] < MIN_BASELINE_S]
 
 
-def _doubt(top: Candidate, roots: list[Candidate], graph, evidence: Evidence, candidates, context: list[Signal]) -> str:
+def _doubt(top: Candidate, roots: list[Candidate], graph, evidence: Evidence, candidates, context: list[Signal],
+           subject: list[str] = ()) -> str:
     """Why the top root is not decisive, or "" when it is."""
     if len(roots) > 1:
         second = roots[1]
         close = (second.onset is None or top.onset is None or second.onset - top.onset <= TOLERANCE_S)
         if close and second.strength >= 0.7 * top.strength and len(second.explains) >= len(top.explains):
+            return "not_separated"
+        if not top.explains and top.service not in subject and any(r.explains for r in roots[1:]):
+            # Earlier, but accounting for nothing, while another root accounts for what others show.
             return "not_separated"
     unexamined = [e.callee for e in graph.dependencies(top.service)
                   if e.callee not in candidates and e.callee not in evidence.services() and e.callee not in graph.nodes]

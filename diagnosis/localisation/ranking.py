@@ -199,6 +199,9 @@ def _one_per_series_name(signals: list[Signal]) -> list[Signal]:
 # reaches the ceiling it was given (a cache's maxmemory, a broker's watermark) and it refuses writes or blocks
 # publishers. Named by its role, the dependency that failed; the memory series stays its evidence.
 _ROLE_SHOWS = frozenset({"resource.pool", "resource.memory"})
+# A role the evidence declares (an ExternalName Service, a scheme or exporter that names the datastore) is worth
+# more than one passing word: with no other vote it still names the kind of what failed there.
+ROLE_VOTE = 1.5
 
 
 def cause_kind(candidate: Candidate, context: list[Signal], caller_lines: list[str], texts: list[str],
@@ -235,7 +238,7 @@ def cause_kind(candidate: Candidate, context: list[Signal], caller_lines: list[s
         # Callers call it by what it is ("redis", "the cache"); what it shows itself says what went wrong.
         votes.pop(role, None)
     elif role and (not votes or max(votes, key=votes.get) in GENERIC | _ROLE_SHOWS):
-        votes[role] += max(votes.values(), default=0) + 0.5
+        votes[role] += max(votes.values(), default=0) + ROLE_VOTE
     specific = [k for k in votes if k not in GENERIC]
     if specific and max(votes[k] for k in specific) >= 1.0:
         # "Timed out" and "refused" are how most faults look from a caller: a specific kind the same

@@ -246,3 +246,28 @@ def test_a_dependency_the_callers_lines_name_explains_them_though_its_metric_sho
     found = localise(results.items, ["mirvo"])
     assert (found.outcome, found.root) == ("root_cause", "tessan")
     assert next(c for c in found.candidates if c.service == "mirvo").explained_by == "tessan"
+
+
+def test_an_external_api_the_cluster_declares_is_named_by_its_role_when_only_its_probe_fails():
+    results = Results()
+    results.kubernetes({"services": [{"name": "fennix-pay", "namespace": "shop", "type": "ExternalName",
+                                      "externalName": "api.fennix.example"}]}, "fennix-pay")
+    results.metric({"__name__": "probe_success", "service": "fennix-pay"}, stepped(1, 0, 42, wiggle=0))
+    results.metric({"__name__": "http_requests_errors_ratio", "service": "quillo"}, stepped(0.001, 0.3, 44))
+    results.logs("quillo", [(-3000 + i * 150, "", f"POST /v1/charges 200 in {30 + i} ms") for i in range(15)]
+                 + [(-900 + i * 45, "ERROR", "charge failed: POST http://fennix-pay.shop.svc.cluster.local/v2/charges "
+                                             "answered 502") for i in range(15)])
+    found = localise(results.items, ["quillo"])
+    assert (found.outcome, found.root, found.kind) == ("root_cause", "fennix-pay", "dependency.external_api")
+
+
+def test_an_earlier_anomaly_that_accounts_for_nothing_does_not_answer_for_a_root_that_does():
+    results = _caller_and_database(database_onset=42, caller_onset=44)
+    # An unrelated service's CPU rose ten minutes earlier; nothing depends on it.
+    results.metric({"__name__": "container_cpu_usage_seconds_total", "service": "wendle"},
+                   [60.0 * i * (0.2 if i < 32 else 0.9) for i in range(60)])
+    found = localise(results.items, ["fobrel"])
+    assert (found.outcome, found.reason) == ("undetermined", "not_separated")
+    assert [c.service for c in found.candidates[:2]] == ["wendle", "quastor"]
+    # Asked about it directly, it is the answer.
+    assert localise(results.items, ["wendle"]).outcome == "root_cause"

@@ -147,3 +147,13 @@ def test_a_node_exporter_series_is_the_node_its_pods_name_by_their_host_ip():
     assert [s.entity for s in signals if s.fault] == ["node:pool-a-7xk2p"]
     from diagnosis.localisation.graph import build_graph
     assert [e.callee for e in build_graph(evidence).dependencies("pelko")] == ["node:pool-a-7xk2p"]
+
+
+@pytest.mark.parametrize("line", [
+    "Knex: Timeout acquiring a connection. The pool is probably full.",
+    "QueuePool limit of size 5 overflow 10 reached, connection timed out, timeout 30.00",
+    "An attempt by a client to checkout a Connection has timed out.",
+])
+def test_waiting_for_a_pooled_connection_is_a_pool_in_the_words_of_several_stacks(line):
+    votes = word_votes(line)
+    assert votes["resource.pool"] > votes["network.timeout"]
