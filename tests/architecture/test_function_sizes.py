@@ -26,8 +26,6 @@ LONG_PENDING = {
     "diagnosis/localisation/records.py:_read_kubernetes": 65,
     "diagnosis/tools/backends/loki.py:LokiBackend.query_logs": 73,
     "traces/rendering.py:_JsonWriter.write": 61,
-    "traces/route_layout.py:layered_layout": 67,
-    "traces/route_svg.py:render_route_svg": 166,
 }
 
 
