@@ -24,7 +24,6 @@ LONG_PENDING = {
     "diagnosis/llm/offline/observations.py:Observations.__init__": 63,
     "diagnosis/llm/offline/verifier.py:verify": 70,
     "diagnosis/localisation/records.py:_read_kubernetes": 65,
-    "traces/rendering.py:_JsonWriter.write": 61,
 }
 
 
