@@ -286,50 +286,10 @@ class _JsonWriter:
         return [h for h in self.highlights if len(h.segments) <= len(path) and path[: len(h.segments)] == h.segments]
 
     def write(self, value: Any, path: tuple, indent: int) -> None:
-        pad = "  " * indent
         if isinstance(value, Mapping):
-            if not value:
-                self.emit("{}", 2)
-                return
-            self.emit("{\n", 2)
-            items = list(value.items())
-            for i, (key, item) in enumerate(items):
-                self.emit(f'{pad}  <span class="j-key">{escape(json.dumps(str(key), ensure_ascii=False))}</span>: ',
-                          len(pad) + len(str(key)) + 6)
-                self.write(item, path + (str(key),), indent + 1)
-                self.emit(",\n" if i < len(items) - 1 else "\n", 2)
-            self.emit(f"{pad}}}", len(pad) + 1)
+            self.write_object(value, path, indent)
         elif isinstance(value, (list, tuple)):
-            if not value:
-                self.emit("[]", 2)
-                return
-            if self._inline(value):  # [1764410400, "7"] on one line, as a reader writes a sample
-                self.emit("[", 1)
-                for i, item in enumerate(value):
-                    self.write(item, self._index_path(path, i, len(value)), indent + 1)
-                    if i < len(value) - 1:
-                        self.emit(", ", 2)
-                self.emit("]", 1)
-                return
-            self.emit("[\n", 2)
-            indices = self.kept_indices(path, len(value)) if self.window and len(value) >= WINDOW_LIST_MIN \
-                else range(len(value))
-            previous = -1
-            for i in indices:
-                if i > previous + 1:
-                    self.emit(f"{pad}  ", len(pad) + 2)
-                    self.gap(f"{i - previous - 1:,} item{'s' if i - previous - 1 > 1 else ''} not shown")
-                    self.emit("\n", 1)
-                self.emit(f"{pad}  ", len(pad) + 2)
-                # A negative index in a cited path names the same element as its positive twin.
-                self.write(value[i], self._index_path(path, i, len(value)), indent + 1)
-                self.emit(",\n" if i < len(value) - 1 else "\n", 2)
-                previous = i
-            if previous < len(value) - 1:
-                self.emit(f"{pad}  ", len(pad) + 2)
-                self.gap(f"{len(value) - previous - 1:,} more item{'s' if len(value) - previous - 1 > 1 else ''} not shown")
-                self.emit("\n", 1)
-            self.emit(f"{pad}]", len(pad) + 1)
+            self.write_list(value, path, indent)
         elif isinstance(value, str):
             active = self.active(path)
             if self.window and len(value) >= WINDOW_STRING_MIN:
@@ -346,6 +306,50 @@ class _JsonWriter:
                 attr = f' title="{escape(found[0].label)}"' if found[0].css != "evidence" and found[0].label else ""
                 html = f'<mark class="{found[0].css}"{attr}>{html}</mark>'
             self.emit(html, len(text))
+
+    def write_object(self, value: Mapping, path: tuple, indent: int) -> None:
+        pad = "  " * indent
+        if not value:
+            return self.emit("{}", 2)
+        self.emit("{\n", 2)
+        items = list(value.items())
+        for i, (key, item) in enumerate(items):
+            self.emit(f'{pad}  <span class="j-key">{escape(json.dumps(str(key), ensure_ascii=False))}</span>: ',
+                      len(pad) + len(str(key)) + 6)
+            self.write(item, path + (str(key),), indent + 1)
+            self.emit(",\n" if i < len(items) - 1 else "\n", 2)
+        self.emit(f"{pad}}}", len(pad) + 1)
+
+    def write_list(self, value: list | tuple, path: tuple, indent: int) -> None:
+        pad = "  " * indent
+        if not value:
+            return self.emit("[]", 2)
+        if self._inline(value):  # [1764410400, "7"] on one line, as a reader writes a sample
+            self.emit("[", 1)
+            for i, item in enumerate(value):
+                self.write(item, self._index_path(path, i, len(value)), indent + 1)
+                if i < len(value) - 1:
+                    self.emit(", ", 2)
+            self.emit("]", 1)
+            return
+        self.emit("[\n", 2)
+        indices = self.kept_indices(path, len(value)) if self.window and len(value) >= WINDOW_LIST_MIN else range(len(value))
+        previous = -1
+        for i in indices:
+            if i > previous + 1:
+                self.emit(f"{pad}  ", len(pad) + 2)
+                self.gap(f"{i - previous - 1:,} item{'s' if i - previous - 1 > 1 else ''} not shown")
+                self.emit("\n", 1)
+            self.emit(f"{pad}  ", len(pad) + 2)
+            # A negative index in a cited path names the same element as its positive twin.
+            self.write(value[i], self._index_path(path, i, len(value)), indent + 1)
+            self.emit(",\n" if i < len(value) - 1 else "\n", 2)
+            previous = i
+        if previous < len(value) - 1:
+            self.emit(f"{pad}  ", len(pad) + 2)
+            self.gap(f"{len(value) - previous - 1:,} more item{'s' if len(value) - previous - 1 > 1 else ''} not shown")
+            self.emit("\n", 1)
+        self.emit(f"{pad}]", len(pad) + 1)
 
     @staticmethod
     def _inline(items) -> bool:

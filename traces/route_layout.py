@@ -167,7 +167,19 @@ def layered_layout(topology: Mapping[str, Any]) -> Layout:
     back = _back_edges(start, out)
     rank = _ranks(order, out, back, end)
     spine = _spine(start, end, out, back)
+    column = _columns(order, out, rank, spine)
+    boxes, center_x = _boxes(order, kinds, rank, column)
+    layout = Layout(boxes, 0, 0, center_x, tuple(spine), frozenset(back))
+    _grow_for_arrowheads(layout, out)
+    layout.width = max(b.right for b in boxes.values()) + MARGIN + 70  # room for a self-loop and its order badge
+    layout.height = max(b.bottom for b in boxes.values()) + 30
+    return layout
 
+
+def _columns(order: list[str], out: Mapping[str, list[str]], rank: Mapping[str, int],
+             spine: list[str]) -> dict[str, int]:
+    """The spine in column 0; every other node, by rank, in the side column whose cells between its
+    nearest neighbour's rank and its own are emptiest (then the nearest to its neighbours)."""
     incoming: dict[str, list[str]] = {n: [] for n in order}
     for src, targets in out.items():
         for t in targets:
@@ -192,9 +204,12 @@ def layered_layout(topology: Mapping[str, Any]) -> Layout:
         best = min(side_order, key=lambda col: (cost(col), side_order.index(col)))
         column[node] = best
         occupied.add((best, rank[node]))
+    return column
 
-    # Room for the arrowheads: a box grows with the edges that end on one of its sides.
-    ends_per_side: dict[str, int] = {}
+
+def _boxes(order: list[str], kinds: Mapping[str, str], rank: Mapping[str, int],
+           column: Mapping[str, int]) -> tuple[dict[str, Box], float]:
+    """A box per node at its rank and column, and the x of the middle column."""
     left_col = min(column.values())
     center_x = MARGIN + max(NODE_W / 2, -left_col * COLUMN + SIDE_W / 2)
     boxes: dict[str, Box] = {}
@@ -208,7 +223,12 @@ def layered_layout(topology: Mapping[str, Any]) -> Layout:
             w, h = SIDE_W, NODE_H
         boxes[node] = Box(node, kind, center_x + column[node] * COLUMN, TOP + rank[node] * ROW, w, h,
                           rank[node], column[node])
-    layout = Layout(boxes, 0, 0, center_x, tuple(spine), frozenset(back))
+    return boxes, center_x
+
+
+def _grow_for_arrowheads(layout: Layout, out: Mapping[str, list[str]]) -> None:
+    """Room for the arrowheads: a box grows with the edges that end on one of its sides."""
+    ends_per_side: dict[str, int] = {}
     for src, targets in out.items():
         for t in targets:
             if t != src:
@@ -217,9 +237,6 @@ def layered_layout(topology: Mapping[str, Any]) -> Layout:
                     ends_per_side[f"{t}:{side}"] = ends_per_side.get(f"{t}:{side}", 0) + 1
     for key, count in ends_per_side.items():
         node = key.rsplit(":", 1)[0]
-        box = boxes[node]
+        box = layout.boxes[node]
         if box.kind == "node":
             box.h = max(box.h, PORT_GAP * (count + 1))
-    layout.width = max(b.right for b in boxes.values()) + MARGIN + 70  # room for a self-loop and its order badge
-    layout.height = max(b.bottom for b in boxes.values()) + 30
-    return layout

@@ -19,7 +19,7 @@ from diagnosis.graph.aiops_topology import describe_aiops_topology
 from diagnosis.graph.engine import END, START
 from diagnosis.graph.topology import describe_diagnosis_topology
 from diagnosis.graph.trace import TRACE_END
-from traces.route_layout import Box, layered_layout
+from traces.route_layout import Box, Layout, layered_layout
 
 # Route keys shortened for display; the full keys stay in the edge's tooltip.
 SHORT_LABELS = {"LOW_CONFID_with_binding": "LOW_CONFID+binding", "technical_retry": "retry"}
@@ -187,22 +187,51 @@ def _traversal_text(items: list[Traversal]) -> str:
     return " ".join(parts)
 
 
+EdgeKey = tuple[str, str]
+
+
 def render_route_svg(trace: dict[str, Any] | None, topology: dict[str, Any] | None = None) -> SafeString:
     """The topology with `trace`'s route highlighted; with no trace every node is drawn idle."""
     topology = topology or diagnosis_topology()
     route = summarise_route(trace, topology["entry"])
     fallbacks = fallback_nodes(topology)
+    kinds, node_ids, merged = _drawn_graph(topology, route)
+    layout = layered_layout({
+        "nodes": [{"id": node, "kind": kinds[node]} for node in node_ids],
+        "edges": [{"source": s, "target": t} for s, t in merged],
+    })
+    sides, points = _edge_ends(merged, layout)
+    edge_svg: list[str] = []
+    label_svg: list[str] = []
+    for (source, target), info in merged.items():
+        state = _edge_state(source, target, route, fallbacks)
+        if source == target:
+            path, label_at = _self_loop(layout.boxes[source])
+        else:
+            side1, side2 = sides[(source, target)]
+            path, label_at = _curve(points[((source, target), "out")], side1, points[((source, target), "in")], side2)
+        traversals = route.traversals.get((source, target), []) if route else []
+        edge_svg.append(_edge_group(source, target, info, state, path, traversals))
+        label_svg.extend(_edge_labels(source, target, info, state, label_at, traversals, layout.center_x))
+    node_svg = [_node_group(node, layout.boxes[node], route, fallbacks) for node in node_ids]
+    return _svg_document(topology, route, layout, edge_svg, node_svg, label_svg)
+
+
+def _drawn_graph(
+    topology: dict[str, Any], route: RouteSummary | None,
+) -> tuple[dict[str, str], list[str], dict[EdgeKey, dict[str, Any]]]:
+    """The nodes (kind by id, ids in order) and edges to draw: the topology's, with parallel edges (two
+    route keys to one target) merged into one drawn edge with both labels, and whatever node or hop the
+    trace names that the topology does not have (an older graph)."""
     kinds = {item["id"]: item["kind"] for item in topology["nodes"]}
     node_ids = [item["id"] for item in topology["nodes"]]
-    # Merge parallel edges (two route keys to one target) into one drawn edge with both labels.
-    merged: dict[tuple[str, str], dict[str, Any]] = {}
+    merged: dict[EdgeKey, dict[str, Any]] = {}
     for edge in topology["edges"]:
         key = (edge["source"], edge["target"])
         entry = merged.setdefault(key, {"labels": [], "conditional": False})
         if edge.get("label"):
             entry["labels"].append(str(edge["label"]))
         entry["conditional"] = entry["conditional"] or bool(edge.get("conditional"))
-    # A trace may name a node or a hop the topology does not have (an older graph): draw it anyway.
     if route is not None:
         for source, target in route.traversals:
             for node in (source, target):
@@ -210,16 +239,17 @@ def render_route_svg(trace: dict[str, Any] | None, topology: dict[str, Any] | No
                     kinds[node] = "node"
                     node_ids.append(node)
             merged.setdefault((source, target), {"labels": [], "conditional": False, "unknown": True})
+    return kinds, node_ids, merged
 
-    layout = layered_layout({
-        "nodes": [{"id": node, "kind": kinds[node]} for node in node_ids],
-        "edges": [{"source": s, "target": t} for s, t in merged],
-    })
+
+def _edge_ends(
+    merged: dict[EdgeKey, dict[str, Any]], layout: Layout,
+) -> tuple[dict[EdgeKey, tuple[str, str]], dict[tuple[EdgeKey, str], tuple[float, float]]]:
+    """The sides each edge leaves and enters by, and its two end points: the ends sharing one side of one
+    node are spread along it, ordered by where the other end lies."""
     boxes = layout.boxes
-
-    # Spread the endpoints sharing one side of one node, ordered by where the other end lies.
-    ends: dict[tuple[str, str], list[tuple[float, tuple[str, str], str]]] = defaultdict(list)
-    sides: dict[tuple[str, str], tuple[str, str]] = {}
+    ends: dict[tuple[str, str], list[tuple[float, EdgeKey, str]]] = defaultdict(list)
+    sides: dict[EdgeKey, tuple[str, str]] = {}
     for source, target in merged:
         if source == target:
             continue
@@ -230,106 +260,111 @@ def render_route_svg(trace: dict[str, Any] | None, topology: dict[str, Any] | No
         order2 = s_box.cx if side2 in ("top", "bottom") else s_box.cy
         ends[(source, side1)].append((order1, (source, target), "out"))
         ends[(target, side2)].append((order2, (source, target), "in"))
-    points: dict[tuple[tuple[str, str], str], tuple[float, float]] = {}
+    points: dict[tuple[EdgeKey, str], tuple[float, float]] = {}
     for (node, side), items in ends.items():
         items.sort(key=lambda item: item[0])
         for slot, (_, key, direction) in enumerate(items):
             points[(key, direction)] = _port_point(boxes[node], side, slot, len(items))
+    return sides, points
 
-    edge_svg: list[str] = []
-    label_svg: list[str] = []
-    for (source, target), info in merged.items():
-        state = _edge_state(source, target, route, fallbacks)
-        if source == target:
-            path, label_at = _self_loop(boxes[source])
-        else:
-            side1, side2 = sides[(source, target)]
-            path, label_at = _curve(points[((source, target), "out")], side1, points[((source, target), "in")], side2)
-        traversals = route.traversals.get((source, target), []) if route else []
-        classes = ["edge", state]
-        if info["conditional"]:
-            classes.append("conditional")
-        if info.get("unknown"):
-            classes.append("unknown")
-        title = f"{source} → {target}"
-        if info["labels"]:
-            title += f" [{' | '.join(info['labels'])}]"
-        for item in traversals:
-            title += f"\n#{item.seq}: {item.reason_code} (attempt {item.attempt})"
-        marker = {"idle": "arrow-idle", "visited": "arrow-visited", "fallback": "arrow-fallback"}[state]
-        edge_svg.append(
-            f'<g class="{" ".join(classes)}" data-source="{escape(source)}" data-target="{escape(target)}" '
-            f'data-traversals="{len(traversals)}" data-seq="{",".join(str(t.seq) for t in traversals if t.seq)}">'
-            f"<title>{escape(title)}</title>"
-            f'<path d="{path}" marker-end="url(#{marker})"/></g>'
+
+def _edge_group(source: str, target: str, info: dict[str, Any], state: str, path: str,
+                traversals: list[Traversal]) -> str:
+    """One drawn edge: its path with an arrowhead, its classes, and a tooltip listing its traversals."""
+    classes = ["edge", state]
+    if info["conditional"]:
+        classes.append("conditional")
+    if info.get("unknown"):
+        classes.append("unknown")
+    title = f"{source} → {target}"
+    if info["labels"]:
+        title += f" [{' | '.join(info['labels'])}]"
+    for item in traversals:
+        title += f"\n#{item.seq}: {item.reason_code} (attempt {item.attempt})"
+    marker = {"idle": "arrow-idle", "visited": "arrow-visited", "fallback": "arrow-fallback"}[state]
+    return (
+        f'<g class="{" ".join(classes)}" data-source="{escape(source)}" data-target="{escape(target)}" '
+        f'data-traversals="{len(traversals)}" data-seq="{",".join(str(t.seq) for t in traversals if t.seq)}">'
+        f"<title>{escape(title)}</title>"
+        f'<path d="{path}" marker-end="url(#{marker})"/></g>'
+    )
+
+
+def _edge_labels(source: str, target: str, info: dict[str, Any], state: str, label_at: tuple[float, float],
+                 traversals: list[Traversal], center_x: float) -> list[str]:
+    """An edge's route keys beside its midpoint, and a pill numbering its traversals."""
+    labels = []
+    label = " | ".join(SHORT_LABELS.get(text, text) for text in info["labels"] if text != "fallback")
+    lx, ly = label_at
+    on_main_line = source != target and abs(lx - center_x) < 2
+    if label:
+        anchor_x = lx + 8 if on_main_line else lx
+        text_anchor = "start" if on_main_line else "middle"
+        labels.append(
+            f'<text class="edge-label {state}" x="{anchor_x:.1f}" y="{ly + 3.5:.1f}" '
+            f'text-anchor="{text_anchor}">{escape(label)}</text>'
         )
-        label = " | ".join(SHORT_LABELS.get(text, text) for text in info["labels"] if text != "fallback")
-        lx, ly = label_at
-        on_main_line = source != target and abs(lx - layout.center_x) < 2
-        if label:
-            anchor_x = lx + 8 if on_main_line else lx
-            text_anchor = "start" if on_main_line else "middle"
-            label_svg.append(
-                f'<text class="edge-label {state}" x="{anchor_x:.1f}" y="{ly + 3.5:.1f}" '
-                f'text-anchor="{text_anchor}">{escape(label)}</text>'
-            )
-        numbered = [t for t in traversals if t.seq]
-        if numbered:
-            text = _traversal_text(numbered)
-            width = 7 + 6.2 * len(text)
-            if source == target:  # beside the loop's label, above the loop
-                px, py = lx + 20 + width / 2, ly
-            elif on_main_line:
-                px, py = lx - 8 - width / 2, ly
-            else:
-                px, py = lx, ly + 15 if label else ly
-            label_svg.append(_pill(px, py, text, f"seq {state}"))
-
-    node_svg: list[str] = []
-    for node in node_ids:
-        box = boxes[node]
-        state = _node_state(node, route, fallbacks)
-        classes = ["node", *([box.kind] if box.kind != "node" else []), state]
-        if route is not None and node == route.final_node:
-            classes.append("final")
-        visits = route.visits.get(node, 0) if route else 0
-        attempt = route.attempts.get(node, 1) if route else 1
-        title = node if box.kind == "node" else TERMINAL_LABELS.get(node, node)
-        attrs = (
-            f'class="{" ".join(classes)}" data-node="{escape(node)}" data-visits="{visits}" '
-            f'data-max-attempt="{attempt}"'
-        )
-        tooltip = title
-        if route is not None and node == route.final_node:
-            tooltip += f"\nfinal node: {route.termination_reason}"
-        if box.kind in ("start", "end"):
-            node_svg.append(
-                f"<g {attrs}><title>{escape(tooltip)}</title>"
-                f'<rect x="{box.left:.1f}" y="{box.top:.1f}" width="{box.w}" height="{box.h}" rx="{box.h / 2}"/>'
-                f'<text class="name" x="{box.cx:.1f}" y="{box.cy + 4:.1f}" text-anchor="middle">'
-                f"{escape(title)}</text></g>"
-            )
-            continue
-        if state == "idle":
-            sub = "not reached" if route is not None else ""
-        elif state == "interrupted":
-            sub = "interrupted"
+    numbered = [t for t in traversals if t.seq]
+    if numbered:
+        text = _traversal_text(numbered)
+        width = 7 + 6.2 * len(text)
+        if source == target:  # beside the loop's label, above the loop
+            px, py = lx + 20 + width / 2, ly
+        elif on_main_line:
+            px, py = lx - 8 - width / 2, ly
         else:
-            sub = f"{visits} run{'s' if visits != 1 else ''}" if visits else "reached"
-            if attempt > 1:
-                sub += f" · attempt {attempt}"
-        name_y = box.cy + (-2 if sub else 4.5)
-        parts = [
-            f"<g {attrs}><title>{escape(tooltip)}</title>",
-            f'<rect x="{box.left:.1f}" y="{box.top:.1f}" width="{box.w}" height="{box.h}" rx="9"/>',
-            f'<text class="name" x="{box.cx:.1f}" y="{name_y:.1f}" text-anchor="middle">{escape(title)}</text>',
-        ]
-        if sub:
-            parts.append(f'<text class="sub" x="{box.cx:.1f}" y="{box.cy + 13:.1f}" text-anchor="middle">'
-                         f"{escape(sub)}</text>")
-        parts.append("</g>")
-        node_svg.append("".join(parts))
+            px, py = lx, ly + 15 if label else ly
+        labels.append(_pill(px, py, text, f"seq {state}"))
+    return labels
 
+
+def _node_group(node: str, box: Box, route: RouteSummary | None, fallbacks: set[str]) -> str:
+    """One drawn node: a pill for start and end, else a box with its name and how often it ran."""
+    state = _node_state(node, route, fallbacks)
+    classes = ["node", *([box.kind] if box.kind != "node" else []), state]
+    if route is not None and node == route.final_node:
+        classes.append("final")
+    visits = route.visits.get(node, 0) if route else 0
+    attempt = route.attempts.get(node, 1) if route else 1
+    title = node if box.kind == "node" else TERMINAL_LABELS.get(node, node)
+    attrs = (
+        f'class="{" ".join(classes)}" data-node="{escape(node)}" data-visits="{visits}" '
+        f'data-max-attempt="{attempt}"'
+    )
+    tooltip = title
+    if route is not None and node == route.final_node:
+        tooltip += f"\nfinal node: {route.termination_reason}"
+    if box.kind in ("start", "end"):
+        return (
+            f"<g {attrs}><title>{escape(tooltip)}</title>"
+            f'<rect x="{box.left:.1f}" y="{box.top:.1f}" width="{box.w}" height="{box.h}" rx="{box.h / 2}"/>'
+            f'<text class="name" x="{box.cx:.1f}" y="{box.cy + 4:.1f}" text-anchor="middle">'
+            f"{escape(title)}</text></g>"
+        )
+    if state == "idle":
+        sub = "not reached" if route is not None else ""
+    elif state == "interrupted":
+        sub = "interrupted"
+    else:
+        sub = f"{visits} run{'s' if visits != 1 else ''}" if visits else "reached"
+        if attempt > 1:
+            sub += f" · attempt {attempt}"
+    name_y = box.cy + (-2 if sub else 4.5)
+    parts = [
+        f"<g {attrs}><title>{escape(tooltip)}</title>",
+        f'<rect x="{box.left:.1f}" y="{box.top:.1f}" width="{box.w}" height="{box.h}" rx="9"/>',
+        f'<text class="name" x="{box.cx:.1f}" y="{name_y:.1f}" text-anchor="middle">{escape(title)}</text>',
+    ]
+    if sub:
+        parts.append(f'<text class="sub" x="{box.cx:.1f}" y="{box.cy + 13:.1f}" text-anchor="middle">'
+                     f"{escape(sub)}</text>")
+    parts.append("</g>")
+    return "".join(parts)
+
+
+def _svg_document(topology: dict[str, Any], route: RouteSummary | None, layout: Layout,
+                  edge_svg: list[str], node_svg: list[str], label_svg: list[str]) -> SafeString:
+    """The whole SVG: caption, arrowheads, style, then edges, nodes and labels (labels on top)."""
     caption = str(topology.get("title") or "Topology")
     if route is not None:
         ending = route.termination_reason or "no termination reason"

@@ -24,10 +24,6 @@ LONG_PENDING = {
     "diagnosis/llm/offline/observations.py:Observations.__init__": 63,
     "diagnosis/llm/offline/verifier.py:verify": 70,
     "diagnosis/localisation/records.py:_read_kubernetes": 65,
-    "diagnosis/tools/backends/loki.py:LokiBackend.query_logs": 73,
-    "traces/rendering.py:_JsonWriter.write": 61,
-    "traces/route_layout.py:layered_layout": 67,
-    "traces/route_svg.py:render_route_svg": 166,
 }
 
 

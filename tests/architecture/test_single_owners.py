@@ -23,7 +23,7 @@ KNOWN_CLASS_PAIRS = {
     # Two topologies, two different sets of route keys (each drawn on its own graph).
     "Route": "the route keys of each topology; different sets",
     # The alert-analysis API view and the console's alert-analysis view of a run: different layers.
-    "AiOpsView": "diagnosis/api/aiops.py (the endpoint) and traces/run_detail.py (a console view model)",
+    "AiOpsView": "diagnosis/api/aiops.py (the endpoint) and traces/run_detail_audit.py (a console view model)",
     # Issue 30, item 1 (one typed owner of the diagnosis choice): not done yet.
     "DiagnosisChoice": "diagnosis.structured_diagnosis and diagnosis.llm.schemas; issue 30 item 1",
     # The offline analyser is being rewritten (issue 26); its private shapes go with it.

@@ -85,6 +85,43 @@ def ns_to_iso(ns: int) -> str:
 # --------------------------------------------------------------------------- backend
 
 
+def _checked_limit(limit: Any) -> int:
+    """The `limit` argument as an int in 1..MAX_LIMIT (None means the default 50)."""
+    if limit is None:
+        limit = 50
+    if isinstance(limit, bool) or not isinstance(limit, (int, str)) or not str(limit).strip().isdigit():
+        raise _error(f"must be an integer between 1 and {MAX_LIMIT}, got {limit!r}", argument="limit")
+    limit = int(limit)
+    if not 1 <= limit <= MAX_LIMIT:
+        raise _error(f"must be between 1 and {MAX_LIMIT}, got {limit}", argument="limit")
+    return limit
+
+
+def _stream_entries(data: dict[str, Any]) -> list[tuple[int, int, dict[str, str], str]]:
+    """(timestamp ns, arrival order, stream labels, line) of every entry of a `streams` query result."""
+    result_type = data.get("resultType")
+    if result_type != "streams":
+        raise _error(
+            f"loki returned resultType {result_type!r} for a log query (expected 'streams')"
+        )
+    entries: list[tuple[int, int, dict[str, str], str]] = []
+    seq = 0
+    for stream in data.get("result") or []:
+        if not isinstance(stream, dict):
+            raise _error("loki returned a malformed stream")
+        labels = {str(k): str(v) for k, v in (stream.get("stream") or {}).items()}
+        for value in stream.get("values") or []:
+            if not isinstance(value, (list, tuple)) or len(value) < 2:
+                raise _error("loki returned a malformed log entry")
+            try:
+                ts = int(value[0])
+            except (TypeError, ValueError):
+                raise _error(f"loki returned an invalid timestamp {value[0]!r}") from None
+            entries.append((ts, seq, labels, str(value[1])))
+            seq += 1
+    return entries
+
+
 class LokiBackend:
     """Logs from a Grafana Loki server's HTTP API."""
 
@@ -121,13 +158,7 @@ class LokiBackend:
         """Log lines via ``/loki/api/v1/query_range`` (direction=backward), returned oldest-first."""
         logql = self.build_query(service=service, query=query)
         start_dt, end_dt = resolve_window(start, end, now=datetime.now(timezone.utc))
-        if limit is None:
-            limit = 50
-        if isinstance(limit, bool) or not isinstance(limit, (int, str)) or not str(limit).strip().isdigit():
-            raise _error(f"must be an integer between 1 and {MAX_LIMIT}, got {limit!r}", argument="limit")
-        limit = int(limit)
-        if not 1 <= limit <= MAX_LIMIT:
-            raise _error(f"must be between 1 and {MAX_LIMIT}, got {limit}", argument="limit")
+        limit = _checked_limit(limit)
         start_ns, end_ns = to_unix_ns(start_dt), to_unix_ns(end_dt)
 
         params = {
@@ -137,29 +168,7 @@ class LokiBackend:
             "limit": str(limit),
             "direction": "backward",
         }
-        data = self._get("/loki/api/v1/query_range", params)
-
-        result_type = data.get("resultType")
-        if result_type != "streams":
-            raise _error(
-                f"loki returned resultType {result_type!r} for a log query (expected 'streams')"
-            )
-        entries: list[tuple[int, int, dict[str, str], str]] = []
-        seq = 0
-        for stream in data.get("result") or []:
-            if not isinstance(stream, dict):
-                raise _error("loki returned a malformed stream")
-            labels = {str(k): str(v) for k, v in (stream.get("stream") or {}).items()}
-            for value in stream.get("values") or []:
-                if not isinstance(value, (list, tuple)) or len(value) < 2:
-                    raise _error("loki returned a malformed log entry")
-                try:
-                    ts = int(value[0])
-                except (TypeError, ValueError):
-                    raise _error(f"loki returned an invalid timestamp {value[0]!r}") from None
-                entries.append((ts, seq, labels, str(value[1])))
-                seq += 1
-
+        entries = _stream_entries(self._get("/loki/api/v1/query_range", params))
         # backward = newest first; keep the newest `limit`, then present oldest-first
         entries.sort(key=lambda e: (-e[0], e[1]))
         entries = entries[:limit]
