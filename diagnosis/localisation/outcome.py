@@ -18,7 +18,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Iterable, Mapping
 
 from diagnosis.localisation.graph import Edge, DependencyGraph, build_graph, named_in
-from diagnosis.localisation.kinds import word_votes
+from diagnosis.localisation.kinds import change_kind, word_votes
 from diagnosis.localisation.levels import at_least
 from diagnosis.localisation.ranking import TOLERANCE_S, Candidate, cause_kind, candidates_of, explain, rank
 from diagnosis.localisation.records import Evidence, Ref, read_evidence, service_of
@@ -142,7 +142,36 @@ def localise_evidence(evidence: Evidence, subject: Iterable[str] = ()) -> Locali
         result.next_checks = _next_checks(top, graph, evidence)
     if reason == "dependency_changed":
         _rank_changed_dependencies(result, top, graph, context)
+    rotated = _rotated_credentials(top, candidates, context) if reason == "caller_changed" else None
+    if rotated is not None:
+        _reroot(result, top, rotated)
+        result.root, result.kind, result.onset = rotated.service, "change.secret", rotated.onset
+        result.path = _path(subject, rotated.service, graph)
+        result.outcome, result.reason, result.next_checks = "root_cause", "", []
     return result
+
+
+def _rotated_credentials(top: Candidate, candidates: Mapping[str, Candidate], context: list[Signal]) -> Candidate | None:
+    """The one caller whose credentials changed shortly before it failed, when the top is a server that
+    refuses credentials and did not change itself: the credentials it refuses are the ones that changed."""
+    if top.kind != "change.secret":
+        return None
+    changed = _changed_caller(top, candidates, context)
+    if len(changed) != 1:
+        return None
+    caller = candidates[changed[0]]
+    secret = any(c.source == "change" and c.entity == caller.service and c.onset is not None and caller.onset is not None
+                 and caller.onset - 900 <= c.onset <= caller.onset + TOLERANCE_S
+                 and change_kind(c.kind, str(c.detail.get("what", ""))) == "change.secret" for c in context)
+    return caller if secret else None
+
+
+def _reroot(result: Localisation, server: Candidate, caller: Candidate) -> None:
+    """The caller becomes the root and the server one of what it explains, first in the ranking."""
+    caller.explains = [server.service] + [s for s in server.explains if s != caller.service]
+    server.explains, server.explained_by, caller.explained_by = [], caller.service, None
+    result.candidates.remove(caller)
+    result.candidates.insert(0, caller)
 
 
 PEER_KINDS = ("network.tls", "network.refused", "network.loss", "network.timeout")

@@ -121,7 +121,8 @@ def test_an_error_naming_a_dependency_nobody_examined_is_undetermined_with_the_n
     assert ("query_logs", {"service": "sessions-kv"}) in [(c.tool, c.arguments) for c in found.next_checks]
 
 
-def _server_refusing_a_caller(caller_changed_at: float | None) -> Results:
+def _server_refusing_a_caller(caller_changed_at: float | None, change: tuple[str, str] = (
+        "secret", "Secret vondrel-karsh-credentials rotated")) -> Results:
     """A server that logs its refusals of a caller's requests, and nothing else; the caller's errors name it."""
     results = Results()
     results.metric({"__name__": "http_requests_total", "service": "vondrel", "code": "500"},
@@ -134,13 +135,17 @@ def _server_refusing_a_caller(caller_changed_at: float | None) -> Results:
                     for i in range(12)])
     results.kubernetes({"services": [{"name": "karsh", "namespace": "prod", "selector": {"app": "karsh"}}]})
     if caller_changed_at is not None:
-        results.changes([(caller_changed_at, "vondrel", "secret", "Secret vondrel-karsh-credentials rotated")])
+        results.changes([(caller_changed_at, "vondrel", *change)])
     return results
 
 
-def test_a_server_refusing_a_caller_that_changed_just_before_is_not_named_the_root():
+def test_a_server_refusing_credentials_that_its_caller_rotated_just_before_is_not_named_the_root():
     changed = localise(_server_refusing_a_caller(caller_changed_at=-1200).items, ["vondrel"])
-    assert changed.root == "karsh" and changed.outcome == "undetermined" and changed.reason == "caller_changed"
+    assert (changed.outcome, changed.root, changed.kind) == ("root_cause", "vondrel", "change.secret")
+    # A change of something else on the caller: either may be at fault.
+    other = localise(_server_refusing_a_caller(-1200, ("config", "ConfigMap vondrel-config: batch.size changed")).items,
+                     ["vondrel"])
+    assert (other.root, other.outcome, other.reason) == ("karsh", "undetermined", "caller_changed")
     unchanged = localise(_server_refusing_a_caller(caller_changed_at=None).items, ["vondrel"])
     assert unchanged.root == "karsh" and unchanged.reason != "caller_changed"
     long_before = localise(_server_refusing_a_caller(caller_changed_at=-3500).items, ["vondrel"])
@@ -271,3 +276,21 @@ def test_an_earlier_anomaly_that_accounts_for_nothing_does_not_answer_for_a_root
     assert [c.service for c in found.candidates[:2]] == ["wendle", "quastor"]
     # Asked about it directly, it is the answer.
     assert localise(results.items, ["wendle"]).outcome == "root_cause"
+
+
+def test_a_server_refusing_the_credentials_its_one_caller_just_rotated_has_that_caller_as_the_root():
+    results = Results()
+    results.logs("lunda-db", [(-3400 + i * 200, "", "LOG:  checkpoint starting: time") for i in range(8)]
+                 + [(-1200 + i * 60, "FATAL", 'app_rw@orders 10.244.3.17(40000) FATAL:  password authentication '
+                                             'failed for user "app_rw"') for i in range(15)])
+    results.logs("tavio", [(-3000 + i * 150, "", f"GET /v1/orders 200 in {30 + i} ms") for i in range(12)]
+                 + [(-1195 + i * 60, "ERROR", 'query failed: password authentication failed for user "app_rw" '
+                                             '(postgres://app_rw@lunda-db:5432/orders)') for i in range(15)])
+    results.changes([(-1500, "tavio", "secret", "Secret tavio-lunda-db-credentials rotated")])
+    found = localise(results.items, ["tavio"])
+    assert (found.outcome, found.root, found.kind) == ("root_cause", "tavio", "change.secret")
+    assert [c.service for c in found.candidates[:2]] == ["tavio", "lunda-db"]
+    assert found.top().explains == ["lunda-db"]
+    # Without the rotation the server is where it fails.
+    results.items = [i for i in results.items if i["tool_name"] != "query_changes"]
+    assert localise(results.items, ["tavio"]).root == "lunda-db"
