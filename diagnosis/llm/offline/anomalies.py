@@ -21,7 +21,7 @@ from diagnosis.llm.offline.lexicon import (
     _is_id_like,
     _template,
 )
-from diagnosis.llm.offline.observations import (
+from diagnosis.llm.offline.observed import (
     LogLine,
     Pattern,
     Profile,
@@ -73,26 +73,6 @@ def _analyse_series(series: Series) -> Series:
 
 def _onset(points: list[tuple[float, float]], deviation: Callable[[float], float], threshold: float) -> float | None:
     return next((t for t, v in points if deviation(v) > threshold), None)
-
-
-def _pair_limits(series: list[Series]) -> None:
-    """`x_used_bytes` next to `x_max_bytes` (same other labels): saturated when the one meets the other."""
-    by_key = {(s.name, tuple(sorted((k, v) for k, v in s.labels.items() if k != "__name__"))): s for s in series}
-    for s in series:
-        for word in ("used", "active", "in_use"):
-            if f"_{word}_" not in f"_{s.name}_":
-                continue
-            others = tuple(sorted((k, v) for k, v in s.labels.items() if k != "__name__"))
-            for limit_word in ("max", "limit", "capacity"):
-                limit = by_key.get((re.sub(rf"(^|_){word}(_|$)", rf"\g<1>{limit_word}\g<2>", s.name), others))
-                if limit and limit.last > 0:
-                    s.limit = limit
-                    if s.peak >= 0.98 * limit.last and s.baseline < 0.9 * limit.last:
-                        up = s.peak - s.baseline
-                        rel = up / abs(s.baseline) if s.baseline else 10.0
-                        s.direction = "saturated"
-                        s.onset = next((t for t, v in s.points if v >= 0.98 * limit.last), s.onset)
-                        s.severity = 3 + min(up / max(s.noise, 1e-9), 60) / 10 + min(rel, 10)
 
 
 # --------------------------------------------------------------------------- per-service reading

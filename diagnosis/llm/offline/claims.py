@@ -35,14 +35,8 @@ from diagnosis.llm.offline.findings import (
     RunbookAdvice,
     RunbookMismatch,
 )
-from diagnosis.llm.offline.observations import (
-    KnowledgeChunk,
-    Observations,
-    Pattern,
-    Profile,
-    Series,
-    _cause_rank,
-)
+from diagnosis.llm.offline.observations import Observations
+from diagnosis.llm.offline.observed import KnowledgeChunk, Pattern, Profile, Series, _cause_rank
 
 
 # --------------------------------------------------------------------------- claims

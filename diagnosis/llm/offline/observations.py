@@ -2,274 +2,15 @@
 
 from __future__ import annotations
 
-import json
 import math
 import re
 from collections import Counter
-from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
 
+from diagnosis.llm.offline.anomalies import _analyse_profile, _analyse_series
 from diagnosis.llm.offline.leads import stated_symptom
-from diagnosis.llm.offline.lexicon import (
-    CAUSES,
-    CAUSE_BY_KEY,
-    Cause,
-    MIN_RUNBOOK_EXCERPT,
-    _canonical,
-    _json,
-    _parse_ts,
-    _short,
-    _suspicious,
-    _workload,
-)
-
-
-# --------------------------------------------------------------------------- what the tools returned
-
-
-@dataclass
-class LogLine:
-    invocation_id: str
-    index: int
-    timestamp: str
-    ts: float | None
-    service: str
-    level: str
-    message: str
-    raw_path: str | None = None  # where the message sits when it is not a log record (Kubernetes state, events)
-    tool: str = "query_logs"
-
-    @property
-    def path(self) -> str:
-        return self.raw_path or f"$.records[{self.index}].message"
-
-    def binding(self) -> dict[str, str]:
-        return _binding(self.invocation_id, self.tool, self.path, self.message)
-
-
-# Alike in shape to other record dataclasses (an id, labels, points) only: a field list, no logic to share.
-@dataclass
-class Series:
-    invocation_id: str
-    index: int
-    labels: dict[str, str]
-    points: list[tuple[float, float]]
-    description: str
-    baseline: float = 0.0
-    noise: float = 0.0
-    peak: float = 0.0
-    trough: float = 0.0
-    last: float = 0.0
-    direction: str | None = None  # "up" | "down" | "saturated" | "changed" | None (near baseline)
-    onset: float | None = None
-    severity: float = 0.0
-    limit: Series | None = None
-
-    # The label accessors of a metric and of an alert (below) are alike in shape: one line each, nothing to share.
-    @property
-    def name(self) -> str:
-        return self.labels.get("__name__", "")
-
-    @property
-    def service(self) -> str:
-        return self.labels.get("service", "")
-
-    @property
-    def anomalous(self) -> bool:
-        return self.direction in ("up", "down", "saturated")
-
-    def binding(self) -> dict[str, str]:
-        return _binding(self.invocation_id, "query_metrics", f"$.series[{self.index}].description", self.description)
-
-
-@dataclass
-class Alert:
-    invocation_id: str
-    index: int
-    labels: dict[str, str]
-    summary: str
-    description: str
-    state: str
-    active_at: str
-
-    @property
-    def name(self) -> str:
-        return self.labels.get("alertname", "")
-
-    @property
-    def service(self) -> str:
-        return self.labels.get("service", "")
-
-    @property
-    def text(self) -> str:
-        return f"{self.name} {self.summary} {self.description}"
-
-    @property
-    def priority(self) -> tuple:
-        """Firing before pending, most severe first, oldest first."""
-        severity = {"critical": 0, "page": 0, "error": 1, "warning": 2}.get(self.labels.get("severity", "").lower(), 3)
-        return (0 if self.state == "firing" else 1, severity, self.active_at)
-
-    def binding(self) -> dict[str, str]:
-        return _binding(self.invocation_id, "query_alerts", f"$.alerts[{self.index}].annotations.summary", self.summary)
-
-
-@dataclass
-class KnowledgeChunk:
-    invocation_id: str
-    index: int
-    title: str
-    path: str
-    content: str
-    source_type: str
-
-    def lines(self) -> Iterable[tuple[str, str]]:
-        """(section heading, line) for every citable line of the chunk, list markers removed."""
-        heading = ""
-        for raw in self.content.splitlines():
-            line = raw.strip()
-            if line.startswith("#"):
-                heading = line.lstrip("#").strip()
-                continue
-            line = re.sub(r"^(?:[-*+]|\d+[.)])\s+", "", line).strip()
-            if len(line) >= MIN_RUNBOOK_EXCERPT and " ".join(line.split()) in " ".join(self.content.split()):
-                yield heading, line
-
-    def binding(self, line: str) -> dict[str, str]:
-        return _binding(self.invocation_id, "lookup_knowledge", f"$.results[{self.index}].content", line)
-
-
-def _binding(invocation_id: str, tool: str, path: str, excerpt: str) -> dict[str, str]:
-    return {"source_invocation_id": invocation_id, "tool_name": tool, "raw_path": path, "evidence_excerpt": excerpt}
-
-
-@dataclass
-class Pattern:
-    """Repeated log lines of one service and level with the same shape."""
-
-    service: str
-    level: str
-    template: str
-    lines: list[LogLine]
-    causes: tuple[str, ...]
-
-    @property
-    def first(self) -> LogLine:
-        return self.lines[0]
-
-    @property
-    def count(self) -> int:
-        return len(self.lines)
-
-
-@dataclass
-class Profile:
-    """Everything one service showed in this run, and what it suggests."""
-
-    service: str
-    lines: list[LogLine] = field(default_factory=list)
-    series: list[Series] = field(default_factory=list)
-    alerts: list[Alert] = field(default_factory=list)
-    patterns: list[Pattern] = field(default_factory=list)
-    changes: list[LogLine] = field(default_factory=list)
-    dependencies: Counter = field(default_factory=Counter)
-    dependency_lines: dict[str, LogLine] = field(default_factory=dict)
-    causes: Counter = field(default_factory=Counter)
-    onset: float | None = None
-    slow_lines: list[LogLine] = field(default_factory=list)  # lines stating a duration over the threshold
-
-    @property
-    def anomalies(self) -> list[Series]:
-        # A series at its hard limit says more than any spike: it comes first.
-        return sorted((s for s in self.series if s.anomalous), key=lambda s: (s.direction != "saturated", -s.severity))
-
-    @property
-    def problem_patterns(self) -> list[Pattern]:
-        return [p for p in self.patterns if p.level in ("ERROR", "FATAL", "WARN")]
-
-    @property
-    def firing(self) -> list[Alert]:
-        return [a for a in self.alerts if a.state in ("firing", "pending")]
-
-    @property
-    def has_signal(self) -> bool:
-        """Something is wrong here: a metric moved, errors, warnings of a known failure, or an alert."""
-        significant = [p for p in self.problem_patterns if p.level != "WARN" or p.causes]
-        return bool(self.anomalies or significant or self.firing or self.slow)
-
-    @property
-    def slow(self) -> bool:
-        """Several lines state durations over the threshold: one slow request is not a latency incident."""
-        return len(self.slow_lines) >= SLOW_LINES_MIN
-
-    def dominant_cause(self) -> Cause | None:
-        if not self.causes:
-            return None
-        key, score = max(self.causes.items(), key=lambda kv: (kv[1], -_cause_rank(kv[0])))
-        return CAUSE_BY_KEY[key] if score > 0 else None
-
-
-def _cause_rank(key: str) -> int:
-    return next(i for i, cause in enumerate(CAUSES) if cause.key == key)
-
-
-SLOW_LINES_MIN = 3
-K8S_FAILING_WAIT = frozenset({"CrashLoopBackOff", "ImagePullBackOff", "ErrImagePull", "CreateContainerConfigError",
-                              "CreateContainerError", "InvalidImageName", "RunContainerError"})
-
-
-def _json_item(key: str, value: Any) -> str:
-    """``"key": value`` exactly as it appears in the JSON text of the object (json.dumps defaults)."""
-    return f"{json.dumps(key, ensure_ascii=False)}: {json.dumps(value, ensure_ascii=False)}"
-
-
-def kubernetes_lines(inv: str, result: Mapping[str, Any], seen: set) -> list[LogLine]:
-    """Kubernetes state as log-like lines of the workload: Warning events, failing waits, last terminations.
-
-    Each line's message is a value of the tool result, at its own path, so claims can quote it exactly.
-    """
-    lines: list[LogLine] = []
-    for i, pod in enumerate(result.get("pods") or []):
-        if not isinstance(pod, Mapping) or not isinstance(pod.get("name"), str):
-            continue
-        service = _workload(pod["name"])
-        for j, c in enumerate(pod.get("containers") or []):
-            if not isinstance(c, Mapping):
-                continue
-            for key, level in (("lastState", "ERROR"), ("state", "ERROR")):
-                state = c.get(key)
-                if not isinstance(state, Mapping) or not isinstance(state.get("reason"), str):
-                    continue
-                failing = state.get("state") == "terminated" and state.get("exitCode") not in (0, None)
-                failing |= state.get("state") == "waiting" and state["reason"] in K8S_FAILING_WAIT
-                if not failing:
-                    continue
-                when = state.get("finishedAt") or state.get("startedAt") or ""
-                # The reason (with the exit code next to it) quoted from the state's JSON text: long enough to cite.
-                items = [(k, _json_item(k, v)) for k, v in state.items()]
-                at = next(n for n, (k, _) in enumerate(items) if k == "reason")
-                quoted = ", ".join(text for _, text in items[at:at + 2]) if at + 1 < len(items) and items[at + 1][0] == "exitCode" \
-                    else items[at][1]
-                candidates = [(quoted, f"$.pods[{i}].containers[{j}].{key}")]
-                if isinstance(state.get("message"), str) and state["message"]:
-                    candidates.append((state["message"], f"$.pods[{i}].containers[{j}].{key}.message"))
-                for value, path in candidates:
-                    if (service, value) not in seen and not _suspicious(value):
-                        seen.add((service, value))
-                        lines.append(LogLine(inv, -1, str(when), _parse_ts(when), service, level, value, path,
-                                             "query_kubernetes"))
-    for k, event in enumerate(result.get("events") or []):
-        if not isinstance(event, Mapping) or not isinstance(event.get("message"), str) or event.get("type") != "Warning":
-            continue
-        target = str(event.get("object", "")).split("/", 1)[-1]
-        service, message = _workload(target), event["message"]
-        if (service, "event", message) in seen or _suspicious(message):
-            continue
-        seen.add((service, "event", message))
-        when = event.get("lastTimestamp") or ""
-        lines.append(LogLine(inv, -1, str(when), _parse_ts(when), service, "WARN", message, f"$.events[{k}].message",
-                             "query_kubernetes"))
-    return lines
+from diagnosis.llm.offline.lexicon import _canonical, _json, _parse_ts, _short, _suspicious
+from diagnosis.llm.offline.observed import Alert, KnowledgeChunk, LogLine, Profile, Series, kubernetes_lines, pair_limits
 
 
 class Observations:
@@ -333,9 +74,7 @@ class Observations:
                     if isinstance(raw, Mapping) and isinstance(raw.get("content"), str):
                         self.knowledge.append(KnowledgeChunk(inv, i, str(raw.get("title", "")), str(raw.get("path", "")),
                                                              raw["content"], str(raw.get("source_type", "runbook"))))
-        from diagnosis.llm.offline.anomalies import _pair_limits  # anomalies reads these records: imported late
-
-        _pair_limits(self.series)
+        pair_limits(self.series)
         self.profiles: dict[str, Profile] = {}
         self._build_profiles()
 
@@ -357,8 +96,6 @@ class Observations:
                 if math.isfinite(v):
                     points.append((t, v))
             if points:
-                from diagnosis.llm.offline.anomalies import _analyse_series
-
                 self.series.append(_analyse_series(Series(inv, i, labels, points, raw["description"])))
 
     def _build_profiles(self) -> None:
@@ -370,8 +107,6 @@ class Observations:
             if alert.service:
                 self.profile(alert.service).alerts.append(alert)
         for profile in self.profiles.values():
-            from diagnosis.llm.offline.anomalies import _analyse_profile
-
             _analyse_profile(profile, self.symptom.slow_threshold_s)
 
     def profile(self, service: str) -> Profile:
@@ -392,5 +127,3 @@ class Observations:
                         key=lambda a: (-len(words & set(a.service.lower().split("-"))), -retrieved.count(a.service),
                                        a.priority))
         return list(dict.fromkeys(a.service for a in ranked))
-
-
