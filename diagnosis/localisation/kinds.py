@@ -101,8 +101,13 @@ def masked(text: str, names: set[str] | frozenset = frozenset()) -> str:
 _FIELD_NAME = re.compile(r'"[A-Za-z_@][\w.@-]*"\s*:|(?<![\w.])[A-Za-z_][\w.]*=(?!=)')
 
 
+# A JVM logger or class name's package path (``c.t.app.config.StartupRunner``, ``org.acme.cache.Loader``):
+# where the code lives, not what happened. The class name after it stays (``SocketTimeoutException``).
+_PACKAGE_PATH = re.compile(r"(?<![\w.])(?:[a-z][a-z0-9_]*\.){2,}(?=[A-Z])")
+
+
 def word_votes(text: str, names: set[str] | frozenset = frozenset()) -> Counter:
-    text = _FIELD_NAME.sub(" ", masked(text, names))
+    text = _PACKAGE_PATH.sub("", _FIELD_NAME.sub(" ", masked(text, names)))
     votes: Counter = Counter()
     for kind, pattern, weight in _COMPILED:
         if pattern.search(text):

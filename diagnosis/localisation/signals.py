@@ -340,7 +340,8 @@ def log_signals(evidence: Evidence, templates: dict[tuple[str, int], Template]) 
                 signals.append(Signal(service, "log", "log", at, strength, [first.ref], template.text,
                                       detail={"level": worst, "before": before, "after": after, "new": before == 0,
                                               "template": template, "first": first}))
-        if len(records) <= 3 and times[0] - low >= MIN_BASELINE_S and CHANGE_LINE.search(template.text):
+        if len(records) <= 3 and times[0] - low >= MIN_BASELINE_S and not at_least(worst, "ERROR") \
+                and CHANGE_LINE.search(template.text):  # an error that says "disabled" announces no change
             first = ordered[0]
             signals.append(Signal(service, "change", "log", first.ts, 0.0, [first.ref], template.text, fault=False,
                                   detail={"what": first.message}))

@@ -157,3 +157,18 @@ def test_a_node_exporter_series_is_the_node_its_pods_name_by_their_host_ip():
 def test_waiting_for_a_pooled_connection_is_a_pool_in_the_words_of_several_stacks(line):
     votes = word_votes(line)
     assert votes["resource.pool"] > votes["network.timeout"]
+
+
+def test_a_jvm_logger_package_path_says_where_the_code_lives_not_what_happened():
+    line = '{"level":"ERROR","logger_name":"c.t.orders.config.StartupRunner","message":"upstream answered 502"}'
+    assert not word_votes(line).get("change.config")
+    assert word_votes("java.net.SocketTimeoutException: Read timed out").get("network.timeout")
+
+
+def test_an_error_that_says_disabled_announces_no_change():
+    quiet = [(-3500 + i * 150, "", f"GET /v1/items 200 in {30 + i} ms") for i in range(20)]
+    errors = [(-1200, "ERROR", "MISCONF writes are disabled (target redis://cachet:6379/0)"),
+              (-900, "ERROR", "MISCONF writes are disabled (target redis://cachet:6379/0)")]
+    notice = [(-2000, "", "feature checkout_v2 enabled by operator")]
+    signals, _ = all_signals(read_evidence(Results().logs("velt", quiet + errors + notice).items))
+    assert [s.text for s in signals if s.source == "change"] == ["feature checkout_v2 enabled by operator"]
