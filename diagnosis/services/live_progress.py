@@ -173,6 +173,10 @@ def _end_if_cancelled() -> None:
         raise asyncio.CancelledError
 
 
+GAP_WAIT_SECONDS = 2.0  # how long a stream waits for an earlier event it was told of to be committed
+GAP_POLL_SECONDS = 0.05
+
+
 async def _pushed(run_pk: int, after: int, *, max_seconds: float, heartbeat: float) -> AsyncIterator[LiveEvent]:
     """Why it is long: the subscribe, replay and follow steps of the protocol in their order, sharing the
     subscription and the last place sent; apart, a publish between two steps could be missed."""
@@ -218,7 +222,10 @@ async def _pushed(run_pk: int, after: int, *, max_seconds: float, heartbeat: flo
             event = LiveEvent(int(payload["id"]), payload["kind"], payload["data"], int(prev) if prev else None)
             if event.id <= last:
                 continue  # already delivered by the replay
-            if event.prev is not None and event.prev > last:  # a publish was lost: the database has it
+            # A publish was lost, or overtook the commit of an earlier event written on another connection:
+            # the database has, or is about to have, what came before. Wait for it briefly rather than skip it.
+            waited = 0.0
+            while event.prev is not None and event.prev > last:
                 async for missed in _replay_all(run_pk, last):
                     if missed.id >= event.id:
                         break
@@ -226,6 +233,10 @@ async def _pushed(run_pk: int, after: int, *, max_seconds: float, heartbeat: flo
                     yield missed
                     if missed.is_terminal:
                         return
+                if event.prev <= last or waited >= GAP_WAIT_SECONDS:
+                    break
+                await asyncio.sleep(GAP_POLL_SECONDS)
+                waited += GAP_POLL_SECONDS
             last = event.id
             quiet_since = loop.time()
             yield event

@@ -146,6 +146,33 @@ def test_with_redis_a_lost_publish_is_filled_from_the_database(running_run, monk
     assert delivered == stored(pk) and [kind for _, kind in delivered] == ["node", "node", "status"]
 
 
+def test_with_redis_a_publish_that_overtakes_an_earlier_commit_waits_for_it(running_run):
+    """Event 2 is published (by another connection) before event 1's transaction commits: the stream
+    waits for 1 to reach the database instead of sending 2 and then dropping 1 as already sent."""
+    if not services_available():
+        pytest.skip("needs Redis (the services pass of .ci/run)")
+    pk = running_run.pk
+
+    async def drive(event):
+        if event.kind == "heartbeat" and event.id is None and not drive.done:
+            drive.done = True
+            message = '{"id": 2, "prev": 1, "kind": "node", "data": {"node": "executor"}}'
+            await asyncio.to_thread(live_progress._publish_now, pk, message)
+
+            async def commit_later():
+                await asyncio.sleep(0.3)  # event 1's transaction commits after 2 was published
+                await asyncio.to_thread(write, pk, "node", {"node": "planner"})
+                await asyncio.to_thread(write, pk, "node", {"node": "executor"})
+                await asyncio.to_thread(write, pk, "status", {"status": "SUCCESS"})
+            drive.task = asyncio.ensure_future(commit_later())
+    drive.done = False
+
+    events = collect(pk, 0, during=drive, heartbeat=0.2)
+    delivered = [(e.id, e.kind) for e in events if e.kind != "heartbeat"]
+    assert delivered == stored(pk) == [(1, "node"), (2, "node"), (3, "status")]
+    assert [e.data["node"] for e in events if e.kind == "node"] == ["planner", "executor"]
+
+
 def test_the_stream_cap_refuses_beyond_the_limit_and_a_release_frees_a_slot(alice, settings):
     settings.SSE_MAX_STREAMS_PER_USER = 2
     first, second = stream_slots.acquire(alice.pk), stream_slots.acquire(alice.pk)
