@@ -14,13 +14,14 @@ explains candidates away and ranks the roots, then decides honestly:
 from __future__ import annotations
 
 import re
+from collections import Counter
 from dataclasses import dataclass, field, replace
 from typing import Any, Iterable, Mapping
 
 from diagnosis.localisation.graph import Edge, DependencyGraph, build_graph, named_in
 from diagnosis.localisation.kinds import change_kind, word_votes
 from diagnosis.localisation.levels import at_least
-from diagnosis.localisation.ranking import TOLERANCE_S, Candidate, cause_kind, candidates_of, explain, rank
+from diagnosis.localisation.ranking import TOLERANCE_S, Candidate, cause_kind, candidates_of, explain, rank, starved
 from diagnosis.localisation.records import Evidence, Ref, read_evidence, service_of
 from diagnosis.localisation.signals import MIN_BASELINE_S, Signal, all_signals
 
@@ -111,6 +112,7 @@ def localise_evidence(evidence: Evidence, subject: Iterable[str] = ()) -> Locali
         return Localisation("no_data", subject=subject, without_data=without, context=context, graph=graph,
                             next_checks=[NextCheck("query_logs", {"service": s}, "no telemetry was found") for s in without])
     signals += named_signals(signals, evidence, graph)
+    signals += placed_signals(signals, graph)
     candidates = candidates_of(signals)
     explain(candidates, graph)
     ranked = rank(candidates)
@@ -133,6 +135,12 @@ def localise_evidence(evidence: Evidence, subject: Iterable[str] = ()) -> Locali
             result.outcome, result.reason = "undetermined", "no_baseline"
         return result
     top = roots[0]
+    if top.service in graph.nodes:
+        workload = _pressured_workload(top, candidates, subject)
+        if workload is None:
+            result.outcome, result.reason = "undetermined", "node_hosts_several"
+            return result
+        roots[0] = top = _on_its_node(result, workload, top)
     result.root, result.kind, result.onset = top.service, top.kind, top.onset
     result.path = _path(subject, top.service, graph)
     result.outcome = "root_cause"
@@ -199,6 +207,52 @@ def named_signals(signals: list[Signal], evidence: Evidence, graph: DependencyGr
     return out
 
 
+def placed_signals(signals: list[Signal], graph: DependencyGraph) -> list[Signal]:
+    """A node short of memory or CPU slows the workloads placed on it, also those that show nothing of their
+    own (their callers do). Each such workload gets the node's pressure as a signal, citing the node's series
+    (the evidence places it there; it is not observed on it)."""
+    faulty = {s.entity for s in signals if s.fault}
+    pressure: dict[str, list[Signal]] = {}
+    for signal in signals:
+        if signal.fault and signal.entity in graph.nodes and signal.source == "metric" \
+                and starved(Candidate(signal.entity, [signal], signal.onset, signal.strength)):
+            pressure.setdefault(signal.entity, []).append(signal)
+    out = []
+    for node, shown in pressure.items():
+        for edge in graph.dependencies(node):
+            if edge.via == "placement" and edge.callee not in faulty and edge.callee not in graph.nodes:
+                out += [replace(s, entity=edge.callee, source="placed", strength=0.6 * s.strength,
+                                detail={**s.detail, "node": node}) for s in shown]
+    return out
+
+
+def _pressured_workload(node: Candidate, candidates: Mapping[str, Candidate], subject: list[str]) -> Candidate | None:
+    """The workload through which a pressured node harms the rest: the one it slows directly, or of several
+    the one others are explained by (or the one asked about). None when the evidence cannot tell."""
+    direct = [c for c in candidates.values() if c.explained_by == node.service]
+    if len(direct) > 1:
+        through = {c.explained_by for c in candidates.values()}
+        direct = [c for c in direct if c.service in through or c.service in subject]
+    return direct[0] if len(direct) == 1 else None
+
+
+def _on_its_node(result: Localisation, workload: Candidate, node: Candidate) -> Candidate:
+    """The workload is the root, of the node-pressure kind, with its node's series as its evidence: what
+    callers see is the workload, what is wrong is where it runs. The node leaves the ranking."""
+    workload.signals = workload.signals + [s for s in node.faults if s not in workload.signals]
+    workload.explained_by, workload.edge = None, None
+    workload.explains = [s for s in node.explains if s != workload.service]
+    workload.onset = min((t for t in (workload.onset, node.onset) if t is not None), default=None)
+    workload.kind = "scheduling.node_pressure"
+    workload.kind_votes = Counter({workload.kind: sum(node.kind_votes.values())})
+    result.candidates.remove(workload)
+    result.candidates[result.candidates.index(node)] = workload
+    for candidate in result.candidates:
+        if candidate.explained_by == node.service:
+            candidate.explained_by = workload.service
+    return workload
+
+
 def _unjudged_errors(evidence: Evidence, subject: list[str]) -> list[str]:
     """Services with error lines but too little log history before them to tell an incident from routine."""
     firsts: dict[str, float] = {}
@@ -217,6 +271,10 @@ def _doubt(top: Candidate, roots: list[Candidate], graph, evidence: Evidence, ca
         close = (second.onset is None or top.onset is None or second.onset - top.onset <= TOLERANCE_S)
         if close and second.strength >= 0.7 * top.strength and len(second.explains) >= len(top.explains):
             return "not_separated"
+        if any(r.kind == top.kind and r.onset is not None and top.onset is not None and r.onset < top.onset
+               for r in roots[1:]):
+            # The same kind of fault began earlier elsewhere, and no edge links the two: either may be the origin.
+            return "not_separated"
         if not top.explains and top.service not in subject and any(r.explains for r in roots[1:]):
             # Earlier, but accounting for nothing, while another root accounts for what others show.
             return "not_separated"
@@ -228,7 +286,7 @@ def _doubt(top: Candidate, roots: list[Candidate], graph, evidence: Evidence, ca
         return "address_not_resolved"
     if (top.kind or "").startswith("dependency.") and top.role != top.kind:
         return "dependency_not_identified"  # its errors blame a dependency the evidence does not name
-    if _starved(top) and _unexamined_nodes(top, graph, evidence):
+    if starved(top) and _unexamined_nodes(top, graph, evidence):
         return "node_not_examined"
     if _changed_dependencies(top, graph, context):
         return "dependency_changed"
@@ -300,14 +358,6 @@ def _intrinsic(candidate: Candidate) -> bool:
     return kind in INTRINSIC_KINDS or kind.split(".")[0] in INTRINSIC_FAMILIES
 
 
-_STARVED = re.compile(r"pressure|throttl|wait|steal|starv|stall", re.I)
-
-
-def _starved(candidate: Candidate) -> bool:
-    """Short of CPU or memory it did not take itself: pressure, throttling, steal (not its own usage)."""
-    return any(s.source == "metric" and s.kind in ("cpu", "memory") and _STARVED.search(s.text) for s in candidate.faults)
-
-
 def _unexamined_nodes(candidate: Candidate, graph, evidence: Evidence) -> list[str]:
     """The nodes a starved service runs on whose own series no query returned."""
     seen = {service_of(s.labels) for s in evidence.series}
@@ -318,7 +368,7 @@ def _unexamined_nodes(candidate: Candidate, graph, evidence: Evidence) -> list[s
 
 def _next_checks(top: Candidate, graph, evidence: Evidence) -> list[NextCheck]:
     checks = []
-    for node in (_unexamined_nodes(top, graph, evidence) if _starved(top) else [])[:1]:
+    for node in (_unexamined_nodes(top, graph, evidence) if starved(top) else [])[:1]:
         name = node.removeprefix("node:")
         checks.append(NextCheck("query_metrics", {"query": f'{{node="{name}"}}'}, f"{top.service} runs on {name}"))
     for edge in graph.dependencies(top.service):

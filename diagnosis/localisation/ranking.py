@@ -74,8 +74,27 @@ def _not_later(dependency: Candidate, candidate: Candidate, tolerance: float = T
 
 
 def _shares_resource(candidate: Candidate, host: Candidate) -> bool:
-    kinds = {s.kind for s in candidate.faults} & {"cpu", "memory", "disk"}
-    return bool(kinds & {s.kind for s in host.faults})
+    """Both short of the same resource, each by its own series (a node's pressure placed on a workload is
+    the node's, not the workload's)."""
+    def own(c: Candidate) -> set[str]:
+        return {s.kind for s in c.faults if s.source != "placed"} & {"cpu", "memory", "disk"}
+    return bool(own(candidate) & own(host))
+
+
+_STARVED = re.compile(r"pressure|throttl|wait|steal|starv|stall", re.I)
+
+
+def starved(candidate: Candidate) -> bool:
+    """Short of CPU or memory it did not take itself: pressure, throttling, steal (not its own usage)."""
+    return any(s.source in ("metric", "placed") and s.kind in ("cpu", "memory") and _STARVED.search(s.text)
+               for s in candidate.faults)
+
+
+def _slowed_by_node(workload: Candidate, node: Candidate, graph: DependencyGraph) -> bool:
+    """A node short of memory or CPU slows every workload placed on it: a workload that shows only symptoms
+    there (slower, failing, queueing) has nothing of its own that a node could not cause."""
+    return node.service in graph.nodes and workload.service not in graph.nodes and starved(node) \
+        and _symptom_only(workload)
 
 
 def _only_waited_for(dependency: Candidate) -> bool:
@@ -94,7 +113,8 @@ def explain(candidates: dict[str, Candidate], graph: DependencyGraph) -> None:
             if dependency is None or not _not_later(dependency, candidate,
                                                     NAMED_TOLERANCE_S if edge.via == "log" else TOLERANCE_S):
                 continue
-            if edge.via == "placement" and not _shares_resource(candidate, dependency):
+            if edge.via == "placement" and not _shares_resource(candidate, dependency) \
+                    and not _slowed_by_node(candidate, dependency, graph):
                 continue  # a node explains starvation of what it is short of, not an application's own errors
             if _only_waited_for(dependency) and any(s.kind == "saturation" for s in candidate.faults):
                 continue  # callers that waited on it, while it shows nothing itself: the caller's own pool ran dry
@@ -115,7 +135,9 @@ _SYMPTOM_KINDS = {"latency", "errors", "saturation", "traffic", "alert", "restar
 
 
 def _symptom_only(candidate: Candidate) -> bool:
-    return all(s.kind in _SYMPTOM_KINDS or (s.source == "log" and not s.detail.get("new")) for s in candidate.faults)
+    """Nothing of its own but what any trouble upstream would show (its node's pressure placed on it is not its own)."""
+    return all(s.kind in _SYMPTOM_KINDS or s.source == "placed" or (s.source == "log" and not s.detail.get("new"))
+               for s in candidate.faults)
 
 
 def _root_of_pair(a: Candidate, b: Candidate, nodes: set[str]) -> Candidate:
@@ -247,3 +269,6 @@ def cause_kind(candidate: Candidate, context: list[Signal], caller_lines: list[s
             votes[kind] *= 0.6
     candidate.kind_votes = votes
     candidate.kind = max(sorted(votes), key=lambda k: votes[k]) if votes else None
+    if candidate.kind in GENERIC and observed & set(votes):
+        # However many callers say "refused" or "timed out", what it measured on itself says why.
+        candidate.kind = max(sorted(observed & set(votes)), key=lambda k: votes[k])

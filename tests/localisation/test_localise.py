@@ -294,3 +294,90 @@ def test_a_server_refusing_the_credentials_its_one_caller_just_rotated_has_that_
     # Without the rotation the server is where it fails.
     results.items = [i for i in results.items if i["tool_name"] != "query_changes"]
     assert localise(results.items, ["tavio"]).root == "lunda-db"
+
+
+def _pods_on(node: str, host_ip: str, *services: str) -> dict:
+    return {"pods": [{"name": f"{s}-7d9f8c6b5-x2x9q", "labels": {"app": s}, "node": node, "hostIP": host_ip,
+                      "podIP": f"10.244.1.{i + 5}", "containers": []} for i, s in enumerate(services)]}
+
+
+def _pressured_node(results: Results, host_ip: str = "10.20.9.4", at: int = 40) -> Results:
+    results.metric({"__name__": "node_memory_MemAvailable_bytes", "instance": f"{host_ip}:9100"}, stepped(8e9, 2e8, at))
+    results.metric({"__name__": "node_pressure_memory_waiting_seconds_total", "instance": f"{host_ip}:9100"},
+                   [i * 0.2 if i < at else at * 0.2 + (i - at) * 40 for i in range(60)])
+    return results
+
+
+def test_a_workload_that_only_slows_down_on_a_node_under_memory_pressure_is_the_root_of_the_node_pressure_kind():
+    results = _pressured_node(Results().kubernetes(_pods_on("pool-a-7xk2p", "10.20.9.4", "pelko"), "pelko"))
+    results.metric({"__name__": "http_request_duration_seconds", "service": "pelko"}, stepped(0.05, 1.8, 41))
+    found = localise(results.items, ["pelko"])
+    assert (found.outcome, found.root, found.kind) == ("root_cause", "pelko", "scheduling.node_pressure")
+    assert "node_pressure_memory_waiting_seconds_total" in {s.text for s in found.top().evidence()}
+    assert all(not c.service.startswith("node:") for c in found.candidates)
+
+
+def test_a_workload_that_shows_nothing_itself_is_the_root_when_its_callers_slow_down_and_its_node_is_pressured():
+    results = _pressured_node(Results().kubernetes(_pods_on("pool-a-7xk2p", "10.20.9.4", "quastor-db"), "quastor-db"))
+    results.metric({"__name__": "http_request_duration_seconds", "service": "fobrel-api"}, stepped(0.08, 2.5, 42))
+    results.metric({"__name__": "up", "service": "quastor-db"}, flat(1.0, wiggle=0))
+    results.logs("fobrel-api", [(-3000 + i * 120, "", f"GET /v1/items 200 in {40 + i} ms") for i in range(20)]
+                 + [(-(60 - 42) * 60 + 30 + i * 50, "ERROR", f"slow query to quastor-db:5432 took {i + 30}s")
+                    for i in range(8)])
+    found = localise(results.items, ["fobrel-api"])
+    assert (found.outcome, found.root, found.kind) == ("root_cause", "quastor-db", "scheduling.node_pressure")
+    assert found.top().explains == ["fobrel-api"]
+
+
+def test_a_workload_that_takes_the_memory_its_node_runs_short_of_is_not_a_victim_of_the_node():
+    results = _pressured_node(Results().kubernetes(_pods_on("pool-a-7xk2p", "10.20.9.4", "pelko"), "pelko"))
+    results.metric({"__name__": "container_memory_working_set_bytes", "service": "pelko"}, stepped(4e8, 6e9, 39))
+    results.metric({"__name__": "http_request_duration_seconds", "service": "pelko"}, stepped(0.05, 1.8, 41))
+    found = localise(results.items, ["pelko"])
+    assert found.root == "pelko" and found.kind != "scheduling.node_pressure"
+
+
+def test_a_pressured_node_with_two_workloads_that_only_slow_down_cannot_tell_which_one_matters():
+    results = _pressured_node(Results().kubernetes(_pods_on("pool-a-7xk2p", "10.20.9.4", "pelko", "vastrum"), "pelko"))
+    results.metric({"__name__": "http_request_duration_seconds", "service": "pelko"}, stepped(0.05, 1.8, 41))
+    results.metric({"__name__": "http_request_duration_seconds", "service": "vastrum"}, stepped(0.05, 1.8, 41))
+    found = localise(results.items, [])
+    assert (found.outcome, found.reason) == ("undetermined", "node_hosts_several")
+
+
+def _two_refusals() -> Results:
+    """zedra refuses from 11:42, unlinked to anything; shouk from 11:43 (the same 150 s step of
+    the ranking) and its caller cheb, which names it, slows down after it."""
+    results = Results()
+    for service, start_s, step in (("zedra", -1080, 30), ("shouk", -1020, 30)):
+        n = 3600 // step
+        results.metric({"__name__": "http_requests_errors_total", "service": service},
+                       stepped(0.1, 30, n - 1 + start_s // step, n=n), step=step)
+        results.logs(service, [(-3000 + i * 120, "", f"GET /v1/items 200 in {40 + i} ms") for i in range(20)]
+                     + [(start_s + i * 50, "ERROR", f"upstream connect error: connection refused ({i})") for i in range(8)])
+    results.metric({"__name__": "http_request_duration_seconds", "service": "cheb"}, stepped(0.08, 2.5, 45))
+    results.logs("cheb", [(-3000 + i * 120, "", f"GET /v1/orders 200 in {40 + i} ms") for i in range(20)]
+                 + [(-(60 - 45) * 60 + 30 + i * 50, "ERROR", f"call to http://shouk:8080/v1/items failed after {i + 3}s")
+                    for i in range(8)])
+    return results
+
+
+def test_the_same_kind_of_fault_beginning_earlier_on_an_unlinked_service_leaves_the_root_undetermined():
+    found = localise(_two_refusals().items, ["cheb"])
+    assert [c.service for c in found.candidates[:2]] == ["shouk", "zedra"]
+    assert (found.outcome, found.reason) == ("undetermined", "not_separated")
+
+
+def test_what_a_service_measured_on_itself_names_its_kind_however_many_callers_say_refused():
+    results = Results()
+    results.metric({"__name__": "container_network_receive_packets_dropped_total", "service": "trimble-cache"},
+                   [i * 2.0 if i < 40 else 80 + (i - 40) * 900 for i in range(60)])
+    for caller in ("vostrel", "pandor", "quillet", "soberan"):
+        results.metric({"__name__": "http_requests_errors_total", "service": caller}, stepped(0.1, 30, 41))
+        results.logs(caller, [(-3000 + i * 120, "", f"GET /v1/carts 200 in {40 + i} ms") for i in range(20)]
+                     + [(-(60 - 41) * 60 + i * 45, "ERROR", "cache get failed: connection refused "
+                                                            "[redis://trimble-cache:6379/0]") for i in range(12)])
+    found = localise(results.items, ["vostrel"])
+    assert found.root == "trimble-cache"
+    top = found.top()
+    assert top.kind_votes["network.refused"] > top.kind_votes["network.loss"] and top.kind == "network.loss"

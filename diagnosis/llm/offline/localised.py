@@ -35,6 +35,7 @@ REASONS = {
     "dependency_not_identified": "its errors blame a dependency that none of the examined records names",
     "no_baseline": "its error lines have too little history before them to tell an incident from routine",
     "node_not_examined": "it is short of a resource, and the node it runs on was not examined",
+    "node_hosts_several": "the node it runs on is short of memory or CPU, and several workloads on it slowed down",
 }
 
 
