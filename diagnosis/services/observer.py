@@ -21,9 +21,9 @@ locks the run row until it commits, so it serialises with the reaper (which lock
 decides): either the group lands while this worker holds the run, or the run was reaped first, nothing
 matches, the group is dropped and `LeaseLost` raised. A group with a new step (the one before each model
 call) is fenced by the step's own INSERT: it takes its rows from a SELECT of the run row under that
-condition (FOR UPDATE on MySQL/MariaDB; SQLite writes one transaction at a time: services/step_fence.py),
-so the group is one statement fewer. Any other fenced
-group starts with a heartbeat UPDATE under the same condition (`RunLease.fence`).
+condition (FOR UPDATE on MariaDB; SQLite writes one transaction at a time: services/step_fence.py),
+so the group is one statement fewer. Any other fenced group, and every one on MySQL 8, starts with a
+heartbeat UPDATE under the same condition (`RunLease.fence`).
 
 The heartbeat is renewed by a ticker thread every lease/4 (the same conditional UPDATE), so a model or
 tool call longer than the lease keeps its run alive; once the run is reaped it stops. A step INSERT does

@@ -10,8 +10,8 @@ steps). SQLite runs one write transaction at a time (BEGIN IMMEDIATE): the row r
 The rows are the run row joined to a counter 1..n, each column a CASE on the counter. A derived table of
 the rows (`(SELECT … UNION ALL SELECT …)`, `VALUES …`) would be materialised by MariaDB, on disk once a
 value is long enough to be a TEXT (a real prompt): 2-7 ms more per group, measured; the CASE costs what
-the plain multi-row VALUES did. Only these two backends are supported (config/env.py); elsewhere the
-observer keeps the separate fence.
+the plain multi-row VALUES did. Used on MariaDB and SQLite, where it is tested; elsewhere (MySQL 8, not
+run here) the observer keeps the separate fence.
 """
 
 from __future__ import annotations
@@ -21,12 +21,10 @@ from django.db.models.constants import OnConflict
 
 from diagnosis.models import AgentStep, DiagnosisRun
 
-FOLDING_VENDORS = frozenset({"mysql", "sqlite"})
-
 
 def fence_folds() -> bool:
-    """Whether this database's step INSERT can be the fence (see the module docstring)."""
-    return connection.vendor in FOLDING_VENDORS
+    """Whether this database's step INSERT is the fence (see the module docstring)."""
+    return connection.vendor == "sqlite" or (connection.vendor == "mysql" and connection.mysql_is_mariadb)
 
 
 def _select(rows: list[AgentStep], fields: list) -> tuple[str, list]:
@@ -47,7 +45,7 @@ def steps_insert_fenced(rows: list[AgentStep], *, run_pk: int, token: str,
                         update_fields: list[str] | None = None) -> list[int] | None:
     """Insert `rows` (on (run, step_index) only `update_fields` change, when given) if the run is RUNNING
     under `token`, in one statement that locks the run row. Their ids in order, or None when the fence
-    did not match and nothing was written. Without RETURNING (MySQL 8) one row at a time, no upsert."""
+    did not match and nothing was written. Without RETURNING (MariaDB before 10.5), one row and no upsert."""
     returning = connection.features.can_return_rows_from_bulk_insert
     if not rows or (not returning and (len(rows) > 1 or update_fields)):
         raise ValueError("one row, no upsert, where the database does not return a multi-row INSERT's ids")
@@ -58,10 +56,11 @@ def steps_insert_fenced(rows: list[AgentStep], *, run_pk: int, token: str,
     counter, n = q("counter"), q("n")
     numbers = " UNION ALL ".join(f"SELECT {i} AS {n}" for i in range(1, len(rows) + 1))
     joined = f" CROSS JOIN ({numbers}) {counter}" if len(rows) > 1 else ""
+    fenced = q("fenced_run")
+    status, token_column = (q(run.get_field(name).column) for name in ("status", "claim_token"))
     sql = (f"INSERT INTO {q(meta.db_table)} ({', '.join(q(field.column) for field in fields)})"
-           f" SELECT {select} FROM {q(run.db_table)} {q('fenced_run')}{joined}"
-           f" WHERE {q('fenced_run')}.{q(run.pk.column)} = %s AND {q('fenced_run')}.{q('status')} = %s"
-           f" AND {q('fenced_run')}.{q('claim_token')} = %s")
+           f" SELECT {select} FROM {q(run.db_table)} {fenced}{joined}"
+           f" WHERE {fenced}.{q(run.pk.column)} = %s AND {fenced}.{status} = %s AND {fenced}.{token_column} = %s")
     params += [run_pk, DiagnosisRun.Status.RUNNING, token]
     if len(rows) > 1:
         sql += f" ORDER BY {counter}.{n}"  # the rows are inserted, and their ids returned, in this order
