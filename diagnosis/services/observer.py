@@ -16,13 +16,22 @@ invocations from memory. A group is a few multi-row statements: a step's end and
 are one upsert (where the database returns its ids, see `_write_steps`), the invocations one INSERT,
 the events one INSERT. A 6-call diagnosis commits 8 times (claim, 6 model calls, result).
 
-**Fencing.** Every group starts with a heartbeat UPDATE that matches only while the run is RUNNING
-under this worker's claim token (`RunLease.fence`). The UPDATE locks the run row, so it serialises with
-the reaper (which locks the row before it decides): either the group lands while this worker holds
-the run, or the run was reaped first, nothing matches, the group is dropped and `LeaseLost` raised.
-A ticker thread renews the heartbeat the same way every lease/4, so a model or tool call longer than
-the lease keeps its run alive; once the run is reaped it stops. The reaper (services/reaper.py) fails
-RUNNING runs whose heartbeat is older than the lease: reaping and fencing are one mechanism.
+**Fencing.** Every group matches only while the run is RUNNING under this worker's claim token, and
+locks the run row until it commits, so it serialises with the reaper (which locks the row before it
+decides): either the group lands while this worker holds the run, or the run was reaped first, nothing
+matches, the group is dropped and `LeaseLost` raised. A group with a new step (the one before each model
+call) is fenced by the step's own INSERT: it takes its rows from a SELECT of the run row under that
+condition (FOR UPDATE on MariaDB; SQLite writes one transaction at a time: services/step_fence.py),
+so the group is one statement fewer. Any other fenced group, and every one on MySQL 8, starts with a
+heartbeat UPDATE under the same condition (`RunLease.fence`).
+
+The heartbeat is renewed by a ticker thread every lease/4 (the same conditional UPDATE), so a model or
+tool call longer than the lease keeps its run alive; once the run is reaped it stops. A step INSERT does
+not renew it, and need not: the reaper (services/reaper.py) fails only RUNNING runs whose heartbeat is
+older than the lease, which a live worker's ticker has renewed at most lease/4 ago (it takes three failed
+ticks in a row, a database away for most of a lease, to let it lapse; the run is then reaped and the
+worker's next group refused). A group that commits just before a reap leaves rows the reaper then closes
+(a RUNNING step becomes FAILED): the run's audit stays whole. Reaping and fencing are one mechanism.
 
 **The progress log.** A step's start and end and a tool call are told by their own rows: their events
 are derived from them (diagnosis.contracts) rather than stored a second time, and only what no row
@@ -54,6 +63,7 @@ from diagnosis.observability import metrics
 from diagnosis.progress_names import checked_event, violation_event
 from diagnosis.services.lifecycle import LeaseLost
 from diagnosis.services.live_progress import publish_event
+from diagnosis.services.step_fence import fence_folds, steps_insert_fenced
 
 logger = logging.getLogger(__name__)
 Status = DiagnosisRun.Status
@@ -76,14 +86,22 @@ class RunLease:
     def fence(self) -> None:
         """Renew the heartbeat, only if the run is still RUNNING under this token; LeaseLost otherwise.
         Inside a transaction, the run row stays locked until it commits."""
-        if self.lost:
-            raise LeaseLost(self.run_id)
+        self.check()
         updated = DiagnosisRun.objects.filter(run_id=self.run_id, status=Status.RUNNING, claim_token=self.token).update(
             heartbeat_at=timezone.now())
         if updated != 1:
-            self.lost = True
-            current = DiagnosisRun.objects.filter(run_id=self.run_id).values_list("status", flat=True).first()
-            raise LeaseLost(self.run_id, current)
+            raise self.refused()
+
+    def check(self) -> None:
+        """LeaseLost at once when a fence already found the lease lost."""
+        if self.lost:
+            raise LeaseLost(self.run_id)
+
+    def refused(self) -> LeaseLost:
+        """What a fence that matched nothing raises: the lease is lost, with the run's current status."""
+        self.lost = True
+        current = DiagnosisRun.objects.filter(run_id=self.run_id).values_list("status", flat=True).first()
+        return LeaseLost(self.run_id, current)
 
     @property
     def tick_seconds(self) -> float:
@@ -216,10 +234,12 @@ class DbRunObserver:
         self._events, self._invocations, self._step_updates, self._outbox = [], [], [], []
         # Unfenced groups join the caller's transaction as they are (its outcome is theirs); a fenced one
         # nested in a transaction gets a savepoint, so a refusal leaves that transaction usable.
+        # A group with a new step is fenced by the step's INSERT itself where the database allows it.
+        fenced_by = self.lease if fence and step is not None and fence_folds() else None
         with transaction.atomic(savepoint=fence):
             if fence and self.lease is not None:
-                self.lease.fence()
-            self._write_steps(updates, step)
+                self.lease.check() if fenced_by is not None else self.lease.fence()
+            self._write_steps(updates, step, fenced_by)
             if invocations:
                 ToolInvocation.objects.bulk_create(invocations)
             if events:
@@ -228,34 +248,44 @@ class DbRunObserver:
                 publish_event(self.run_pk, seq, self.published_seq, kind, data)
                 self.published_seq = seq
 
-    def _write_steps(self, updates: list[tuple[int, dict]], step: AgentStep | None) -> None:
+    def _write_steps(self, updates: list[tuple[int, dict]], step: AgentStep | None, lease: RunLease | None = None) -> None:
         """The ended steps' end columns and the new step's row. Where a multi-row INSERT returns its rows' ids
         even when a row met its unique key (SQLite, PostgreSQL, MariaDB 10.5+), one statement: the ended
         steps are inserted again with the new one, and on (run, step_index) only their end columns change.
-        Elsewhere (MySQL 8) an UPDATE per ended step and an INSERT."""
+        Elsewhere (MySQL 8) an UPDATE per ended step and an INSERT. With `lease`, that INSERT is the
+        group's fence (services/step_fence.py): nothing is written and LeaseLost is raised unless the run
+        is still RUNNING under the lease's token."""
         started = [self._started.get(pk) for pk, _ in updates]
-        if step is not None and updates and all(started) and connection.features.can_return_rows_from_bulk_insert:
-            ended = []
-            for row, (pk, fields) in zip(started, updates):
-                again = copy.copy(row)
-                again.pk = None
-                for name, value in fields.items():
-                    setattr(again, name, value)
-                ended.append(again)
+        upsert = step is not None and updates and all(started) and connection.features.can_return_rows_from_bulk_insert
+        ended = [self._ended_again(row, fields) for row, (_, fields) in zip(started, updates)] if upsert else []
+        changed = list(updates[0][1]) if upsert else None
+        if lease is not None and step is not None:
+            if steps_insert_fenced([*ended, step], run_pk=self.run_pk, token=lease.token, update_fields=changed) is None:
+                raise lease.refused()
+        elif upsert:
             target = ["run", "step_index"] if connection.features.supports_update_conflicts_with_target else None
             AgentStep.objects.bulk_create([*ended, step], update_conflicts=True, unique_fields=target,
-                                          update_fields=list(updates[0][1]))  # MySQL: its one unique key besides the id
-            if [row.pk for row in ended] != [pk for pk, _ in updates] or step.pk is None:
-                raise RuntimeError(f"run {self.run_id}: the database did not return the steps' ids in order")
-        else:
+                                          update_fields=changed)  # MySQL: its one unique key besides the id
+        elif step is not None:
+            step.save(force_insert=True)
+        if not upsert:
             for pk, fields in updates:
                 AgentStep.objects.filter(pk=pk).update(**fields)
-            if step is not None:
-                step.save(force_insert=True)
+        if (upsert and [row.pk for row in ended] != [pk for pk, _ in updates]) or (step is not None and step.pk is None):
+            raise RuntimeError(f"run {self.run_id}: the database did not return the steps' ids in order")
         for pk, _ in updates:
             self._started.pop(pk, None)
         if step is not None:
             self._started[step.pk] = step
+
+    @staticmethod
+    def _ended_again(row: AgentStep, fields: dict) -> AgentStep:
+        """A started step's row with its end columns, to be inserted again (and met on its unique key)."""
+        again = copy.copy(row)
+        again.pk = None
+        for name, value in fields.items():
+            setattr(again, name, value)
+        return again
 
     # -- steps ---------------------------------------------------------------------------------------
     def step_start(self, *, node: str, agent: str, attempt: int, model_input: Any, model_name: str) -> int:

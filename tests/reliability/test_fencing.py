@@ -196,3 +196,90 @@ def test_lost_requeued_and_lapsed_runs_do_not_count_against_the_active_run_cap(m
         assert run_submit(user=alice, question="one more").created  # 1 live + this one = the cap of 2
         with pytest.raises(Exception, match="at most 2 may run at once"):
             run_submit(user=alice, question="and another")
+
+
+def _ended_and_left(make_run, settings, left: str) -> tuple[DbRunObserver, int]:
+    """A worker's observer with its first step ended (buffered) and a node event, after its run left it:
+    reaped, or claimed again under another token."""
+    run = run_claim(run_id=make_run("q").run_id)
+    observer = DbRunObserver(run, lease=RunLease(run.run_id, run.claim_token))
+    first = observer.step_start(node="planner", agent="planner", attempt=1, model_input=[], model_name="m")
+    observer.step_finish(first, status="COMPLETED", model_output={"plan": 1}, duration_ms=1, usage=None,
+                         has_tool_call=False, error="", model_name="m")
+    observer("node", {"node": "planner"})
+    if left == "reaped":
+        age(run, heartbeat_at=settings.RUN_LEASE_SECONDS + 1)
+        assert run_reap(run_id=run.run_id) is not None
+    else:
+        DiagnosisRun.objects.filter(pk=run.pk).update(claim_token="0" * 32)
+    return observer, first
+
+
+@pytest.mark.parametrize("returns_ids", [True, False], ids=["upsert", "insert-then-update"])
+@pytest.mark.parametrize("left", ["reaped", "claimed-again"])
+def test_a_step_group_after_the_run_left_its_worker_writes_nothing_and_stops_it(make_run, settings, left, returns_ids):
+    """The group before a model call is fenced by its step's INSERT (no heartbeat UPDATE): once the run is
+    not RUNNING under the worker's token, neither the new step nor the ended step's end nor the event is
+    written, and LeaseLost stops the worker."""
+    from django.db import connection
+
+    from tests.reliability.test_write_groups import counted
+
+    observer, first = _ended_and_left(make_run, settings, left)
+    run = observer.run
+    before = rows(run)
+    features = connection.features
+    with mock.patch.object(type(features), "can_return_rows_from_bulk_insert",
+                           new=returns_ids and features.can_return_rows_from_bulk_insert), counted() as seen:
+        with pytest.raises(LeaseLost) as lost:
+            observer.step_start(node="executor", agent="executor", attempt=1, model_input=["p"], model_name="m")
+    assert lost.value.current == (S.FAILED if left == "reaped" else S.RUNNING)
+    assert rows(run) == before  # no new step, the ended one not closed by this worker, no event
+    assert before["steps"][0][1] == ("FAILED" if left == "reaped" else "RUNNING")
+    assert observer.lease.lost and not observer._events and not observer._step_updates
+    sqls = [sql for sql in seen["sql"] if not sql.startswith(("BEGIN", "SAVEPOINT", "RELEASE", "ROLLBACK"))]
+    assert sqls[0].startswith("INSERT INTO") and "agent_step" in sqls[0] and "claim_token" in sqls[0], sqls
+    assert not any(sql.startswith("UPDATE") for sql in sqls), sqls  # no separate fence, nothing else tried
+    with pytest.raises(LeaseLost):
+        observer.node_end()
+
+
+@pytest.mark.services
+@pytest.mark.django_db(transaction=True)
+def test_a_step_group_waits_for_a_reap_holding_the_run_and_then_writes_nothing(make_run, settings):
+    """MySQL: the step's INSERT locks the run row (FOR UPDATE), so while the reaper holds it, the run
+    already FAILED but not committed, the group waits; then it reads FAILED and writes nothing. (Read
+    without the lock, READ COMMITTED gives the last committed row, RUNNING, and the step is written
+    after the reap.)"""
+    import threading
+    import time
+
+    from django.db import connection, transaction
+
+    run = run_claim(run_id=make_run("q").run_id)
+    observer = DbRunObserver(run, lease=RunLease(run.run_id, run.claim_token))
+    first = observer.step_start(node="planner", agent="planner", attempt=1, model_input=[], model_name="m")
+    observer.step_finish(first, status="COMPLETED", model_output={}, duration_ms=1, usage=None,
+                         has_tool_call=False, error="", model_name="m")
+    locked, done = threading.Event(), threading.Event()
+
+    def reaper():
+        try:
+            with transaction.atomic():
+                DiagnosisRun.objects.select_for_update().get(pk=run.pk)
+                DiagnosisRun.objects.filter(pk=run.pk).update(status=S.FAILED, error_code="worker_lost")
+                locked.set()
+                done.wait(1.0)  # the group must not get past the lock meanwhile
+        finally:
+            connection.close()
+
+    thread = threading.Thread(target=reaper)
+    thread.start()
+    assert locked.wait(10)
+    started = time.monotonic()
+    with pytest.raises(LeaseLost) as lost:
+        observer.step_start(node="executor", agent="executor", attempt=1, model_input=[], model_name="m")
+    waited = time.monotonic() - started
+    thread.join(10)
+    assert lost.value.current == S.FAILED and waited >= 0.8, waited
+    assert list(AgentStep.objects.filter(run=run).values_list("step_index", "status")) == [(0, "RUNNING")]

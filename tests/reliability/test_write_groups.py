@@ -63,6 +63,11 @@ def test_a_diagnosis_is_written_in_a_few_fenced_groups(make_run, demo_knowledge)
     # A group is a few statements whatever it holds: an event or a row is not a statement of its own
     # (one per event would be about 30 more).
     assert seen["statements"] <= 6 * seen["commits"], seen
+    # The run row is written twice, by the claim and by the result: a group before a model call has no
+    # heartbeat UPDATE, its step's INSERT is its fence (a heartbeat each was 6 more statements).
+    def written(table: str, verb: str) -> int:
+        return sum(1 for sql in seen["sql"] if re.match(rf"{verb} (INTO )?\W?{table}\W? ", sql))
+    assert (written("diagnosis_run", "UPDATE"), written("agent_step", "INSERT")) == (2, steps), seen["sql"]
 
 
 def test_the_run_s_log_numbers_its_events_in_the_order_they_were_given(make_run, demo_knowledge):
@@ -135,7 +140,8 @@ def test_the_gatekeeper_reads_the_run_s_own_calls_from_memory_as_the_database_wo
 @pytest.mark.parametrize("returns_ids", [True, False], ids=["upsert", "update-then-insert"])
 def test_a_step_s_end_and_the_next_step_s_start_are_written_together(make_run, returns_ids):
     """Where the database returns a multi-row INSERT's ids, one upsert writes the ended step's end
-    columns (its id, start and input kept) and the new step; elsewhere an UPDATE and an INSERT."""
+    columns (its id, start and input kept) and the new step; elsewhere an INSERT and an UPDATE. The
+    INSERT is the group's fence: no heartbeat UPDATE before it."""
     observer, first, _ = _observer_with_one_call(make_run("q"), {"n": 1})
     before = AgentStep.objects.values("pk", "started_at", "model_input", "seq").get(pk=first)
     observer.step_finish(first, status="COMPLETED", model_output={"ok": True}, duration_ms=5, usage=None,
@@ -145,10 +151,13 @@ def test_a_step_s_end_and_the_next_step_s_start_are_written_together(make_run, r
                            new=returns_ids and features.can_return_rows_from_bulk_insert), counted() as seen:
         second = observer.step_start(node="verifier", agent="verifier", attempt=1, model_input=["p"], model_name="m")
     steps = (["INSERT agent_step"] if returns_ids and features.can_return_rows_from_bulk_insert
-             else ["UPDATE agent_step", "INSERT agent_step"])
-    written = [" ".join(re.findall(r"^(\w+)\s+(?:INTO\s+)?\W?(\w+)", sql)[0]) for sql in seen["sql"]
-               if not sql.startswith("BEGIN")]  # SQLite's BEGIN IMMEDIATE is its transaction's start
-    assert written == ["UPDATE diagnosis_run", *steps, "INSERT tool_invocation"] and seen["commits"] == 1, seen
+             else ["INSERT agent_step", "UPDATE agent_step"])
+    sqls = [sql for sql in seen["sql"] if not sql.startswith("BEGIN")]  # SQLite's BEGIN IMMEDIATE starts its transaction
+    written = [" ".join(re.findall(r"^(\w+)\s+(?:INTO\s+)?\W?(\w+)", sql)[0]) for sql in sqls]
+    # No heartbeat UPDATE: the step's INSERT is the group's fence, reading the run row (locked on MySQL).
+    assert written == [*steps, "INSERT tool_invocation"] and seen["commits"] == 1, seen
+    fence = re.search(r"FROM \W?diagnosis_run\W? .*claim_token\W? = %s( ORDER BY \S+)?( FOR UPDATE)?", sqls[0])
+    assert fence and bool(fence[2]) == (connection.vendor == "mysql"), sqls[0]
     ended = AgentStep.objects.get(pk=first)
     assert {k: getattr(ended, k) for k in before} == before  # the same row, its start untouched
     assert (ended.status, ended.model_output, ended.duration_ms, ended.has_tool_call) == ("COMPLETED", {"ok": True}, 5, True)
