@@ -7,7 +7,8 @@ from typing import Any, Mapping
 from diagnosis.llm.base import ChatRequest, ToolCall
 
 from diagnosis.alert_render import conclusion_lines, render_alert_findings
-from diagnosis.answer_render import text
+from diagnosis import i18n
+from diagnosis.answer_render import OFFLINE_LIMIT
 from diagnosis.llm.offline.lexicon import KNOWLEDGE_TOP_K, LOG_LIMIT, _canonical, _json, question_language
 from diagnosis.llm.offline.observations import Observations
 from diagnosis.llm.offline.claims import ClaimBook
@@ -186,7 +187,7 @@ def _aiops_report(si: Mapping[str, Any], language: str) -> str:
     alerts = _alert_rows(si)
     findings = [f for f in si.get("findings") or [] if isinstance(f, Mapping)]
     lines, _removed, _cited, _held = render_alert_findings(alerts=alerts, findings=findings, language=language)
-    lines += ["", *conclusion_lines(alerts=alerts, findings=findings, language=language), "", text("offline_limit", language)]
+    lines += ["", *conclusion_lines(alerts=alerts, findings=findings, language=language), "", i18n.text(OFFLINE_LIMIT, language)]
     return "\n".join(lines).strip() + "\n"
 
 
