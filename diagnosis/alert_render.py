@@ -9,24 +9,47 @@ with ``"evidence"`` (the task's verified bindings) when the caller holds them, e
 
 from __future__ import annotations
 
-import json
 import re
-from pathlib import Path
 from typing import Any, Iterable, Mapping
 
+from diagnosis import i18n
 from diagnosis.advice import is_destructive
 from diagnosis.answer_render import claim_sentence, claim_text, knowledge_only
 from diagnosis.markdown_text import md_cell, md_code, md_inline
 from diagnosis.model_text import foreign_citations
 from diagnosis.localisation.taxonomy import CAUSE_KIND_BY_ID
 
-# The report's wording in both languages, as data (a message catalogue): {key: {"en": ..., "zh": ...}}.
-TEXT: dict[str, dict[str, str]] = json.loads((Path(__file__).parent / "alert_report_text.json").read_text(encoding="utf-8"))
+# The report's wording: English msgids, translated by diagnosis.i18n (the Chinese is in diagnosis/locale).
+TABLE_HEAD = i18n.mark("| alert | service | severity | state | since | analysed |")
+ALERTS_HEAD = i18n.mark("**Active alerts**")
+NO_ALERTS = i18n.mark("No active alert.")
+YES = i18n.mark("yes")
+NO = i18n.mark("no")
+DEGRADED = i18n.mark("**The alert analysis could not be completed (degraded report).**")
+NO_ROOT = i18n.mark("No verified root cause is reported (reason: `{reason}`).")
+PER_ALERT = i18n.mark("**Per alert**")
+VERIFIED = i18n.mark("Verified evidence:")
+NOTHING_VERIFIED = i18n.mark("No evidence was verified for this alert.")
+NOT_ANALYSED = i18n.mark("Not analysed in this run.")
+CONCLUSION = i18n.mark("**Conclusion**")
+CONCLUSION_TEXT = i18n.mark("{n} of {total} alert(s) were analysed; {v} have verified evidence. "
+                            "No root cause is stated because the analysis did not finish.")
+ANALYSED_ROOTS = i18n.mark("{n} of {total} alert(s) were analysed. Root cause(s) with verified evidence: {roots}.")
+ANALYSED_NONE = i18n.mark(
+    "{n} of {total} alert(s) were analysed; no root cause was established from the verified evidence.")
+ROOT = i18n.mark("{service} — {cause}")
+RISKS = i18n.mark("**Risks**")
+RISK_UNFINISHED = i18n.mark("The analysis stopped early; the alerts may have causes that were not examined.")
+RISK_NOT_ANALYSED = i18n.mark("{n} alert(s) were not analysed: {names}.")
+NEXT = i18n.mark("**Next steps**")
+NEXT_LOGS = i18n.mark("Check the error logs and key metrics (errors, latency, saturation) of the alerting services.")
+NEXT_RETRY = i18n.mark("Review the queries in the run trace and run the analysis again.")
+COVERAGE = i18n.mark("Coverage: {n} of {total} alert(s) analysed.")
+STOPPED_EARLY = i18n.mark("_The analysis stopped early ({reason}); this report covers only what was verified before._")
+REMOVED_NOTE = i18n.mark(
+    "**Unverified statements removed**: {n} statement(s) of this report cited evidence that the Gatekeeper "
+    "could not verify against this run's tool output, so they were removed (reasons: {reasons}).")
 ROOT_CAUSE = re.compile(r"^Root cause \((?P<kind>[a-z_.]+)\): (?P<service>\S+) — ")
-
-
-def t(key: str, language: str, **values: Any) -> str:
-    return TEXT[key]["zh" if language == "zh" else "en"].format(**values)
 
 
 def _flat(value: Any, limit: int) -> str:
@@ -40,10 +63,10 @@ def _name(value: Any, limit: int = 80) -> str:
 
 def alert_table(alerts: list[Mapping[str, Any]], analysed: set[str], language: str) -> list[str]:
     if not alerts:
-        return [t("no_alerts", language)]
-    rows = [t("table_head", language), "|---|---|---|---|---|---|"]
+        return [i18n.text(NO_ALERTS, language)]
+    rows = [i18n.text(TABLE_HEAD, language), "|---|---|---|---|---|---|"]
     for a in alerts:
-        done = t("yes" if a.get("alert_id") in analysed else "no", language)
+        done = i18n.text(YES if a.get("alert_id") in analysed else NO, language)
         rows.append(f"| {md_cell(a.get('alertname'))} | {md_cell(a.get('service'))} | {md_cell(a.get('severity'), limit=20)} | "
                     f"{md_cell(a.get('state'), limit=20)} | {md_cell(a.get('since'), limit=40)} | {done} |")
     return rows
@@ -55,7 +78,7 @@ def _analysed(alerts: list[Mapping[str, Any]], findings: Iterable[Mapping[str, A
 
 def coverage_line(alerts: list[Mapping[str, Any]], findings: list[Mapping[str, Any]], language: str) -> str:
     analysed = _analysed(alerts, findings) & {a["alert_id"] for a in alerts}
-    return t("coverage", language, n=len(analysed), total=len(alerts))
+    return i18n.text(COVERAGE, language, n=len(analysed), total=len(alerts))
 
 
 def _claims(finding: Mapping[str, Any]) -> list[Mapping[str, Any]]:
@@ -79,8 +102,8 @@ def render_alert_findings(*, alerts: list[Mapping[str, Any]], findings: list[Map
     carries a destructive command is held back for the labelled suggestions, a sentence citing an id the
     task did not verify is dropped). Returns (lines, removed audit entries, cited ids, held-back steps)."""
     analysed = _analysed(alerts, findings)
-    lines = [coverage_line(alerts, findings, language), "", t("alerts_head", language), "",
-             *alert_table(alerts, analysed, language), "", t("per_alert", language), ""]
+    lines = [coverage_line(alerts, findings, language), "", i18n.text(ALERTS_HEAD, language), "",
+             *alert_table(alerts, analysed, language), "", i18n.text(PER_ALERT, language), ""]
     removed: list[dict] = []
     cited: list[str] = []
     flagged: list[str] = []
@@ -102,11 +125,11 @@ def render_alert_findings(*, alerts: list[Mapping[str, Any]], findings: list[Map
                 continue
             shown.append(sentence)
             cited.extend(ids)
-        lines.append(f"- {head}:" if shown else f"- {head}: {t('nothing_verified', language)}")
+        lines.append(f"- {head}:" if shown else f"- {head}: {i18n.text(NOTHING_VERIFIED, language)}")
         lines += [f"    - {sentence}" for sentence in shown]
     missing = [names[a["alert_id"]] for a in alerts if a["alert_id"] not in analysed]
     if missing:
-        lines.append(f"- {', '.join(missing[:10])}: {t('not_analysed', language)}")
+        lines.append(f"- {', '.join(missing[:10])}: {i18n.text(NOT_ANALYSED, language)}")
     return lines, removed, cited, flagged
 
 
@@ -120,22 +143,23 @@ def conclusion_lines(*, alerts: list[Mapping[str, Any]], findings: list[Mapping[
             kind = CAUSE_KIND_BY_ID.get(match.group("kind")) if match else None
             if match:
                 label = kind.label(language) if kind else match.group("kind")
-                roots.append(f"{match.group('service')} — {label}" if language != "zh" else f"{match.group('service')}：{label}")
+                roots.append(i18n.text(ROOT, language, service=match.group("service"), cause=label))
     if roots:
-        text = t("analysed_roots", language, n=len(analysed), total=len(alerts), roots="; ".join(dict.fromkeys(roots)))
+        text = i18n.text(ANALYSED_ROOTS, language, n=len(analysed), total=len(alerts),
+                         roots="; ".join(dict.fromkeys(roots)))
     else:
-        text = t("analysed_none", language, n=len(analysed), total=len(alerts))
-    return [t("conclusion", language), md_inline(text)]
+        text = i18n.text(ANALYSED_NONE, language, n=len(analysed), total=len(alerts))
+    return [i18n.text(CONCLUSION, language), md_inline(text)]
 
 
 def compose_alert_fallback(*, alerts: list[dict], findings: list[Mapping[str, Any]], reason: str, language: str,
                            intake_error: str | None = None) -> str:
     """The deterministic safe report: the alerts, what was verified for each, next steps; no root cause."""
     analysed = _analysed(alerts, findings)
-    lines = [t("degraded", language), "", coverage_line(alerts, findings, language), "",
-             t("no_root", language, reason=re.sub(r"[^a-z0-9_:.\-]", "", str(reason).lower())[:80]), ""]
-    lines += [t("alerts_head", language), "", *alert_table(alerts, analysed, language), ""]
-    lines += [t("per_alert", language), ""]
+    lines = [i18n.text(DEGRADED, language), "", coverage_line(alerts, findings, language), "",
+             i18n.text(NO_ROOT, language, reason=re.sub(r"[^a-z0-9_:.\-]", "", str(reason).lower())[:80]), ""]
+    lines += [i18n.text(ALERTS_HEAD, language), "", *alert_table(alerts, analysed, language), ""]
+    lines += [i18n.text(PER_ALERT, language), ""]
     by_alert: dict[str, list[Mapping]] = {}
     for finding in findings:
         for alert_id in finding.get("alert_ids") or []:
@@ -144,11 +168,11 @@ def compose_alert_fallback(*, alerts: list[dict], findings: list[Mapping[str, An
         lines.append(f"- **{_name(a.get('alertname'))}** ({_name(a.get('service'))})")
         evidence = by_alert.get(a["alert_id"])
         if a["alert_id"] not in analysed:
-            lines.append(f"  - {t('not_analysed', language)}")
+            lines.append(f"  - {i18n.text(NOT_ANALYSED, language)}")
         elif not evidence:
-            lines.append(f"  - {t('nothing_verified', language)}")
+            lines.append(f"  - {i18n.text(NOTHING_VERIFIED, language)}")
         else:
-            lines.append(f"  - {t('verified', language)}")
+            lines.append(f"  - {i18n.text(VERIFIED, language)}")
             seen = set()
             for item in evidence:
                 key = (item.get("source_invocation_id"), item.get("raw_path"))
@@ -157,14 +181,14 @@ def compose_alert_fallback(*, alerts: list[dict], findings: list[Mapping[str, An
                 seen.add(key)
                 lines.append(f"    - “{md_inline(_flat(item.get('evidence_excerpt'), 200))}” [{item.get('source_invocation_id')}]")
     with_evidence = {str(a) for f in findings if _evidence(f) for a in f.get("alert_ids") or []}
-    lines += ["", t("conclusion", language),
-              t("conclusion_text", language, n=len(analysed), total=len(alerts), v=len(with_evidence)), ""]
-    lines += [t("risks", language), f"- {t('risk_unfinished', language)}"]
+    lines += ["", i18n.text(CONCLUSION, language),
+              i18n.text(CONCLUSION_TEXT, language, n=len(analysed), total=len(alerts), v=len(with_evidence)), ""]
+    lines += [i18n.text(RISKS, language), f"- {i18n.text(RISK_UNFINISHED, language)}"]
     missing = [a for a in alerts if a["alert_id"] not in analysed]
     if missing:
         names = ", ".join(_name(a.get("alertname"), 60) for a in missing[:10]) + (" …" if len(missing) > 10 else "")
-        lines.append(f"- {t('risk_not_analysed', language, n=len(missing), names=names)}")
+        lines.append(f"- {i18n.text(RISK_NOT_ANALYSED, language, n=len(missing), names=names)}")
     if intake_error:
         lines.append(f"- {md_inline(_flat(intake_error, 300))}")
-    lines += ["", t("next", language), f"- {t('next_logs', language)}", f"- {t('next_retry', language)}"]
+    lines += ["", i18n.text(NEXT, language), f"- {i18n.text(NEXT_LOGS, language)}", f"- {i18n.text(NEXT_RETRY, language)}"]
     return "\n".join(lines) + "\n"

@@ -22,6 +22,7 @@ from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from diagnosis import i18n
 from diagnosis.advice import destructive_commands, is_destructive
 from diagnosis.contracts import ANSWER_PLAN_VERSION
 from diagnosis.markdown_text import md_inline, md_neutralise, plain_line
@@ -40,66 +41,48 @@ MAX_SUGGESTIONS = 5
 MAX_SUGGESTION_CHARS = 300
 MAX_CLAIMS_PER_SECTION = 12
 
-TEXT = {
-    "intro_pass": {
-        "en": "Every sentence below is a claim the Gatekeeper verified against this run's own tool output; "
-              "the quoted excerpt and its citation follow each sentence.",
-        "zh": "以下每一句都是经过证据网关（Gatekeeper）针对本次运行工具输出校验的结论，句后附有引用的原文摘录和出处。",
-    },
-    "intro_low": {
-        "en": "Confidence is limited. Every sentence below is a verified claim followed by its quoted evidence.",
-        "zh": "置信度有限。以下每一句都是通过校验的结论，句后附有引用的原文摘录。",
-    },
-    "intro_none": {
-        "en": "No root cause could be verified from this run's tool output.",
-        "zh": "本次运行的工具输出未能验证出根因。",
-    },
-    "root_cause": {"en": "**Root cause**", "zh": "**根因**"},
-    "likely_cause": {"en": "**Likely cause** (confidence limited)", "zh": "**可能的原因**（置信度有限）"},
-    "evidence": {"en": "**Evidence**", "zh": "**证据**"},
-    "impact": {"en": "**Impact**", "zh": "**影响**"},
-    "timeline": {"en": "**Timeline**", "zh": "**时间线**"},
-    "checked": {"en": "**What the tool output showed**", "zh": "**工具输出显示的情况**"},
-    "next_steps": {"en": "**Next steps** (quoted from verified runbooks and past cases)",
-                   "zh": "**下一步**（引自已校验的运维手册和历史案例）"},
-    "suggestions": {"en": "**Suggestions (not checked against evidence)**", "zh": "**建议（未经证据校验）**"},
-    "destructive": {"en": "**Warning: destructive command — not verified; check it and its target before running.** ",
-                    "zh": "**警告：破坏性命令——未经校验，执行前请核实命令及其作用对象。** "},
-    "similar": {"en": "A similar past incident or runbook describes: ", "zh": "类似的历史故障或运维手册记载："},
-    "knowledge": {"en": "From the knowledge base (not this run's telemetry): ", "zh": "来自知识库（并非本次运行的遥测数据）："},
-    "nothing_verified": {"en": "No claim passed verification.", "zh": "没有结论通过校验。"},
-    "simple_label": {
-        "en": "_General answer — not checked against evidence (no diagnosis was run). "
-              "Ask in diagnosis mode for an answer built from verified tool output._",
-        "zh": "_一般性回答——未经证据校验（未运行诊断）。如需基于已校验工具输出的回答，请使用诊断模式提问。_",
-    },
-    "simple_withheld": {
-        "en": "The answer was withheld because it repeated the service's instructions.",
-        "zh": "该回答因复述了系统指令而被隐去。",
-    },
-    "undetermined": {
-        "en": "**Cause not established.** The evidence shows a problem, but this run could not establish its cause. "
-              "Check next: the logs of the services named below around the onset, recent deploys and config changes, "
-              "and the dependencies their error lines name.",
-        "zh": "**未能确定原因。** 证据显示存在问题，但本次运行未能确定其原因。下一步请检查：下列服务在问题开始前后的日志、"
-              "最近的发布与配置变更，以及错误日志中提到的依赖。",
-    },
-    "limits": {"en": "**Limitations**", "zh": "**局限性**"},
-    "unchecked": {"en": "Not checked: `{tool}` failed in this run, so what the {kind} would confirm or refute is unknown.",
-                  "zh": "未能检查：本次运行中 `{tool}` 调用失败，{kind}能否证实或否定上述结论尚不可知。"},
-    "offline": {"en": "_Offline analyser (rule-based, no LLM)_", "zh": "_离线分析器（基于规则，未使用大模型）_"},
-    "offline_limit": {
-        "en": "Written by the offline analyser (no LLM): it localises the fault from deviations against each "
-              "signal's baseline, their onset order and the dependencies the records name, and says "
-              "undetermined when they do not settle it.",
-        "zh": "本回答由离线分析器生成（未使用大模型）：它根据各信号相对基线的偏离、出现先后以及记录中提到的依赖来定位故障，无法确定时会如实说明。",
-    },
+# The answer's wording: English msgids, translated by diagnosis.i18n (the Chinese is in diagnosis/locale).
+INTRO_PASS = i18n.mark("Every sentence below is a claim the Gatekeeper verified against this run's own tool output; "
+                       "the quoted excerpt and its citation follow each sentence.")
+INTRO_LOW = i18n.mark("Confidence is limited. Every sentence below is a verified claim followed by its quoted evidence.")
+INTRO_NONE = i18n.mark("No root cause could be verified from this run's tool output.")
+ROOT_CAUSE_HEADING = i18n.mark("**Root cause**")
+LIKELY_CAUSE_HEADING = i18n.mark("**Likely cause** (confidence limited)")
+CHECKED_HEADING = i18n.mark("**What the tool output showed**")
+SECTION_HEADINGS = {
+    "evidence": i18n.mark("**Evidence**"),
+    "impact": i18n.mark("**Impact**"),
+    "timeline": i18n.mark("**Timeline**"),
+    "next_steps": i18n.mark("**Next steps** (quoted from verified runbooks and past cases)"),
 }
-
-
-
-def text(key: str, language: str) -> str:
-    return TEXT[key]["zh" if language == "zh" else "en"]
+SUGGESTIONS_HEADING = i18n.mark("**Suggestions (not checked against evidence)**")
+DESTRUCTIVE_WARNING = i18n.mark(
+    "**Warning: destructive command — not verified; check it and its target before running.** ")
+SIMILAR_PREFIX = i18n.mark("A similar past incident or runbook describes: ")
+KNOWLEDGE_PREFIX = i18n.mark("From the knowledge base (not this run's telemetry): ")
+NOTHING_VERIFIED = i18n.mark("No claim passed verification.")
+UNDETERMINED = i18n.mark(
+    "**Cause not established.** The evidence shows a problem, but this run could not establish its cause. "
+    "Check next: the logs of the services named below around the onset, recent deploys and config changes, "
+    "and the dependencies their error lines name.")
+LIMITS_HEADING = i18n.mark("**Limitations**")
+UNCHECKED = i18n.mark("Not checked: `{tool}` failed in this run, so what the {kind} would confirm or refute is unknown.")
+# What a failed tool would have shown; the tool is the msgctxt (its alerts read as "metrics" in English only).
+UNCHECKED_KINDS = {
+    "query_logs": i18n.mark("logs", context="query_logs"),
+    "query_metrics": i18n.mark("metrics", context="query_metrics"),
+    "query_alerts": i18n.mark("metrics", context="query_alerts"),
+    "lookup_knowledge": i18n.mark("runbooks", context="lookup_knowledge"),
+}
+OFFLINE_LABEL = i18n.mark("_Offline analyser (rule-based, no LLM)_")
+OFFLINE_LIMIT = i18n.mark(
+    "Written by the offline analyser (no LLM): it localises the fault from deviations against each "
+    "signal's baseline, their onset order and the dependencies the records name, and says "
+    "undetermined when they do not settle it.")
+SIMPLE_LABEL = i18n.mark(
+    "_General answer — not checked against evidence (no diagnosis was run). "
+    "Ask in diagnosis mode for an answer built from verified tool output._")
+SIMPLE_WITHHELD = i18n.mark("The answer was withheld because it repeated the service's instructions.")
 
 
 @dataclass
@@ -163,7 +146,7 @@ def claim_sentence(claim: Mapping[str, Any], language: str, *, similar: bool = F
         invocation_id = str(b.get("source_invocation_id"))
         quotes.append(f"“{_excerpt(b.get('evidence_excerpt', ''))}” [{invocation_id}]")
         ids.append(invocation_id)
-    prefix = text("similar", language) if similar else text("knowledge", language) if knowledge else ""
+    prefix = i18n.text(SIMILAR_PREFIX, language) if similar else i18n.text(KNOWLEDGE_PREFIX, language) if knowledge else ""
     return f"{prefix}{statement} — {'; '.join(quotes)}", ids
 
 
@@ -208,28 +191,101 @@ def render_answer(
     statement at all. ``records_of(claim)`` reads the records a claim cites (for the structured
     diagnosis: diagnosis/structured_diagnosis.py).
     """
-    language = "zh" if language == "zh" else "en"
-    verified = {str(c.get("claim_id")): c for c in claims if isinstance(c, Mapping) and c.get("evidence")}
-    verified_ids = {str(b.get("source_invocation_id")) for c in verified.values() for b in c["evidence"]
-                    if isinstance(b, Mapping)}
-    removed: list[dict[str, Any]] = []
+    page = _AnswerPage(i18n.answer_language(language),
+                       {str(c.get("claim_id")): c for c in claims if isinstance(c, Mapping) and c.get("evidence")})
+    concluded = verdict in ("PASS", "LOW_CONFID")
+    choice = choice_read(plan.get("diagnosis"))
+    sections, free_steps, flagged = _arrange(page, plan, exclude, concluded, undetermined=choice.outcome == "undetermined")
+    knowledge_root = bool(sections["root_cause"]) and all(knowledge_only(page.verified[c]) for c in sections["root_cause"])
+    if offline:
+        page.lines += [page.say(OFFLINE_LABEL), ""]
+    if quotes_only:
+        sections = {key: [] for key in sections}
+        _quote_every_excerpt(page, flagged)
+    else:
+        _write_root_cause(page, sections, concluded=concluded, low=verdict != "PASS" or knowledge_root)
+        _write_sections(page, sections, concluded=concluded)
+    if not page.verified or not page.cited:
+        page.lines += ["", page.say(NOTHING_VERIFIED)]
+    diagnosis = derive_diagnosis(choice=choice, roots=sections["root_cause"], verified=page.verified,
+                                 shown={c for ids in sections.values() for c in ids},
+                                 concluded=concluded and not quotes_only, records_of=records_of,
+                                 summary=plain_statement, knowledge_root=knowledge_root)
+    if diagnosis["undetermined"] and page.verified and not quotes_only:
+        page.lines += ["", page.say(UNDETERMINED)]
+    page.lines += _limitations(failed_tools, page.language)
+    kept_suggestions, advice = _advice(page, sections, flagged, [*free_steps, *(suggestions or ())], prompt_echoed)
+    if offline:
+        page.lines += ["", f"_{page.say(OFFLINE_LIMIT)}_"]
+    markdown = re.sub(r"\n{3,}", "\n\n", "\n".join(page.lines)).strip() + "\n"
+    return RenderedAnswer(
+        markdown=markdown, suggestions=kept_suggestions, advice=advice,
+        sections={k: list(v) for k, v in sections.items()},
+        cited_invocation_ids=sorted(set(page.cited)), knowledge_only_root=knowledge_root, removed=page.removed,
+        diagnosis=diagnosis,
+    )
+
+
+@dataclass
+class _AnswerPage:
+    """One answer being written: the verified claims it may quote, its lines, the ids it cites, and what
+    was removed on the way (the audit)."""
+
+    language: str
+    verified: dict[str, Mapping[str, Any]]
+    lines: list[str] = field(default_factory=list)
+    cited: list[str] = field(default_factory=list)
+    removed: list[dict[str, Any]] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.verified_ids = {str(b.get("source_invocation_id")) for c in self.verified.values() for b in c["evidence"]
+                             if isinstance(b, Mapping)}
+
+    def say(self, message: str, **params: Any) -> str:
+        return i18n.text(message, self.language, **params)
+
+    def emit(self, claim_id: str, *, similar: bool = False, knowledge: bool = False) -> None:
+        """A claim's sentence as a bullet, unless it carries a citation this run did not verify."""
+        sentence, ids = claim_sentence(self.verified[claim_id], self.language, similar=similar, knowledge=knowledge)
+        bad = foreign_citations(sentence, self.verified_ids)
+        if bad:
+            self.removed.append({"where": "render", "claim_id": claim_id, "reason": "foreign_citation",
+                                 "tokens": [cap_text(t, 40) for t in bad[:5]]})
+            return
+        self.lines.append(f"- {sentence}")
+        self.cited.extend(ids)
+
+
+def _arrange(page: _AnswerPage, plan: Mapping[str, Any], exclude: Collection[str], concluded: bool, *,
+             undetermined: bool) -> tuple[dict[str, list[str]], list[Any], list[str]]:
+    """The claim ids of each section, the plan's free-text steps, and the destructive steps held back."""
+    sections, free_steps = _place_claims(page, plan, exclude, concluded)
+    flagged = _hold_back_destructive(page, sections)
+    if undetermined and sections["root_cause"]:
+        # The composer could not establish a cause: its candidate is shown as evidence, never as the cause.
+        sections["evidence"] = sections["root_cause"] + sections["evidence"]
+        sections["root_cause"] = []
+    return sections, free_steps, flagged
+
+
+def _place_claims(page: _AnswerPage, plan: Mapping[str, Any], exclude: Collection[str],
+                  concluded: bool) -> tuple[dict[str, list[str]], list[Any]]:
+    """The claim ids of each section (each claim once, verified ones only) and the plan's free-text steps."""
     placed: set[str] = set()
-    sections: dict[str, list[str]] = {}
 
     def take(ids: list[str], where: str) -> list[str]:
         kept = []
         for claim_id in ids:
-            if claim_id not in verified:
-                removed.append({"where": where, "claim_id": cap_text(claim_id, 80), "reason": "not_verified"})
+            if claim_id not in page.verified:
+                page.removed.append({"where": where, "claim_id": cap_text(claim_id, 80), "reason": "not_verified"})
             elif claim_id in exclude:
-                removed.append({"where": where, "claim_id": claim_id, "reason": "verifier_unsupported"})
+                page.removed.append({"where": where, "claim_id": claim_id, "reason": "verifier_unsupported"})
             elif claim_id not in placed:
                 placed.add(claim_id)
                 kept.append(claim_id)
         return kept
 
-    for key in SECTIONS:
-        sections[key] = take(_plan_ids(plan, key), key)
+    sections = {key: take(_plan_ids(plan, key), key) for key in SECTIONS}
     step_ids, free_steps = [], []
     for step in (plan.get("next_steps") if isinstance(plan.get("next_steps"), list) else [])[:MAX_CLAIMS_PER_SECTION]:
         if isinstance(step, Mapping) and isinstance(step.get("claim_id"), str):
@@ -240,129 +296,108 @@ def render_answer(
             free_steps.append(step)
     steps = take(step_ids, "next_steps")
     # A cited next step is quoted knowledge; one resting on observations is evidence, not advice.
-    sections["evidence"] += [c for c in steps if not knowledge_only(verified[c])]
-    sections["next_steps"] = [c for c in steps if knowledge_only(verified[c])]
-    concluded = verdict in ("PASS", "LOW_CONFID")
+    sections["evidence"] += [c for c in steps if not knowledge_only(page.verified[c])]
+    sections["next_steps"] = [c for c in steps if knowledge_only(page.verified[c])]
     if concluded:
         # Nothing verified is hidden: claims the composer left out are shown as evidence.
-        sections["evidence"] += [c for c in verified if c not in placed and c not in exclude]
-        placed.update(sections["evidence"])
+        sections["evidence"] += [c for c in page.verified if c not in placed and c not in exclude]
+    return sections, free_steps
 
-    # A runbook or case step carrying a destructive command is never served as verified: it leaves its
-    # section for the labelled suggestions, with a warning.
+
+def _hold_back_destructive(page: _AnswerPage, sections: dict[str, list[str]]) -> list[str]:
+    """A runbook or case step carrying a destructive command is never served as verified: it leaves its
+    section for the labelled suggestions, with a warning. Returns the claim ids held back."""
     flagged: list[str] = []
     for key in sections:
         keep = []
         for claim_id in sections[key]:
-            claim = verified[claim_id]
+            claim = page.verified[claim_id]
             if knowledge_only(claim) and is_destructive(claim_text(claim)):
                 flagged.append(claim_id)
-                removed.append({"where": key, "claim_id": claim_id, "reason": "destructive_command",
-                                "commands": destructive_commands(claim_text(claim))[:5]})
+                page.removed.append({"where": key, "claim_id": claim_id, "reason": "destructive_command",
+                                     "commands": destructive_commands(claim_text(claim))[:5]})
             else:
                 keep.append(claim_id)
         sections[key] = keep
+    return flagged
 
-    choice = choice_read(plan.get("diagnosis"))
-    if choice.outcome == "undetermined" and sections["root_cause"]:
-        # The composer could not establish a cause: its candidate is shown as evidence, never as the cause.
-        sections["evidence"] = sections["root_cause"] + sections["evidence"]
-        sections["root_cause"] = []
+
+def _quote_every_excerpt(page: _AnswerPage, flagged: list[str]) -> None:
+    """The degraded answer's body: every verified excerpt with its citation, no statement."""
+    page.lines += [page.say(CHECKED_HEADING)]
+    for claim in page.verified.values():
+        if str(claim.get("claim_id")) in flagged:
+            continue  # a destructive runbook step is not quoted as checked output either
+        for b in [b for b in claim["evidence"] if isinstance(b, Mapping)][:MAX_EXCERPTS_PER_CLAIM]:
+            line = f"- “{_excerpt(b.get('evidence_excerpt', ''))}” [{b.get('source_invocation_id')}]"
+            if foreign_citations(line, page.verified_ids):
+                page.removed.append({"where": "render", "claim_id": claim.get("claim_id"), "reason": "foreign_citation"})
+                continue
+            page.lines.append(line)
+            page.cited.append(str(b.get("source_invocation_id")))
+
+
+def _write_root_cause(page: _AnswerPage, sections: dict[str, list[str]], *, concluded: bool, low: bool) -> None:
+    """The introduction and the root cause, shown only under a verdict (else removed from the section)."""
     roots = sections["root_cause"]
-    knowledge_root = bool(roots) and all(knowledge_only(verified[c]) for c in roots)
-    lines: list[str] = []
-    cited: list[str] = []
-
-    def emit(claim_id: str, *, similar: bool = False, knowledge: bool = False, bullet: str = "- ") -> None:
-        sentence, ids = claim_sentence(verified[claim_id], language, similar=similar, knowledge=knowledge)
-        bad = foreign_citations(sentence, verified_ids)
-        if bad:
-            removed.append({"where": "render", "claim_id": claim_id, "reason": "foreign_citation",
-                            "tokens": [cap_text(t, 40) for t in bad[:5]]})
-            return
-        lines.append(f"{bullet}{sentence}")
-        cited.extend(ids)
-
-    if offline:
-        lines += [text("offline", language), ""]
-    low = verdict != "PASS" or knowledge_root
-    if quotes_only:
-        sections = {key: [] for key in sections}
-        lines += [text("checked", language)]
-        for claim in verified.values():
-            if str(claim.get("claim_id")) in flagged:
-                continue  # a destructive runbook step is not quoted as checked output either
-            for b in [b for b in claim["evidence"] if isinstance(b, Mapping)][:MAX_EXCERPTS_PER_CLAIM]:
-                line = f"- “{_excerpt(b.get('evidence_excerpt', ''))}” [{b.get('source_invocation_id')}]"
-                if foreign_citations(line, verified_ids):
-                    removed.append({"where": "render", "claim_id": claim.get("claim_id"), "reason": "foreign_citation"})
-                    continue
-                lines.append(line)
-                cited.append(str(b.get("source_invocation_id")))
-    elif roots and concluded:
-        lines += [text("intro_low" if low else "intro_pass", language), "",
-                  text("likely_cause" if low else "root_cause", language)]
+    if roots and concluded:
+        page.lines += [page.say(INTRO_LOW if low else INTRO_PASS), "",
+                       page.say(LIKELY_CAUSE_HEADING if low else ROOT_CAUSE_HEADING)]
         for claim_id in roots:
-            emit(claim_id, similar=knowledge_only(verified[claim_id]))
-    else:
-        lines.append(text("intro_pass", language) if concluded and verified else text("intro_none", language))
-        for claim_id in roots:  # no verdict backs a root cause: it is not shown
-            removed.append({"where": "root_cause", "claim_id": claim_id, "reason": "no_verdict_for_root_cause"})
-        sections["root_cause"] = roots = []
-    headings = {"evidence": "evidence" if verdict in ("PASS", "LOW_CONFID") else "checked",
-                "impact": "impact", "timeline": "timeline", "next_steps": "next_steps"}
-    for key, heading in headings.items():
-        ids = [] if quotes_only else sections.get(key) or []
+            page.emit(claim_id, similar=knowledge_only(page.verified[claim_id]))
+        return
+    page.lines.append(page.say(INTRO_PASS if concluded and page.verified else INTRO_NONE))
+    for claim_id in roots:  # no verdict backs a root cause: it is not shown
+        page.removed.append({"where": "root_cause", "claim_id": claim_id, "reason": "no_verdict_for_root_cause"})
+    sections["root_cause"] = []
+
+
+def _write_sections(page: _AnswerPage, sections: dict[str, list[str]], *, concluded: bool) -> None:
+    """Evidence (or, without a verdict, what the tool output showed), impact, timeline and next steps."""
+    for key, heading in SECTION_HEADINGS.items():
+        ids = sections.get(key) or []
         if not ids:
             continue
-        lines += ["", text(heading, language)]
+        page.lines += ["", page.say(heading if key != "evidence" or concluded else CHECKED_HEADING)]
         for claim_id in ids:
-            emit(claim_id, knowledge=(key != "next_steps" and knowledge_only(verified[claim_id])))
-    if not verified or not cited:
-        lines += ["", text("nothing_verified", language)]
-    shown = {c for key in sections for c in sections[key]}
-    diagnosis = derive_diagnosis(choice=choice, roots=roots if not quotes_only else [], shown=shown,
-                                 verified=verified, concluded=concluded and not quotes_only, records_of=records_of,
-                                 summary=plain_statement, knowledge_root=knowledge_root)
-    if diagnosis["undetermined"] and verified and not quotes_only:
-        lines += ["", text("undetermined", language)]
+            page.emit(claim_id, knowledge=(key != "next_steps" and knowledge_only(page.verified[claim_id])))
 
-    kinds = {"query_logs": ("logs", "日志"), "query_metrics": ("metrics", "指标"), "query_alerts": ("metrics", "告警"),
-             "lookup_knowledge": ("runbooks", "运维手册")}
-    unchecked = [t for t in dict.fromkeys(failed_tools) if t in kinds]
-    if unchecked:
-        lines += ["", text("limits", language)]
-        lines += [f"- {text('unchecked', language).format(tool=t, kind=kinds[t][language == 'zh'])}" for t in unchecked]
 
+def _limitations(failed_tools: Iterable[str], language: str) -> list[str]:
+    """What this run could not check because a telemetry or knowledge tool failed."""
+    unchecked = [t for t in dict.fromkeys(failed_tools) if t in UNCHECKED_KINDS]
+    if not unchecked:
+        return []
+    return ["", i18n.text(LIMITS_HEADING, language)] + [
+        f"- {i18n.text(UNCHECKED, language, tool=t, kind=i18n.text(UNCHECKED_KINDS[t], language, context=t))}"
+        for t in unchecked]
+
+
+def _advice(page: _AnswerPage, sections: dict[str, list[str]], flagged: list[str], free: list[Any],
+            prompt_echoed) -> tuple[list[str], list[dict[str, Any]]]:
+    """The verified next steps, then the labelled suggestions: held-back destructive steps first (with a
+    warning), then the composer's free-text steps and the caller's suggestions. Writes the suggestions
+    section and returns (suggestions, advice)."""
     advice: list[dict[str, Any]] = [
-        {"text": clean_statement(verified[c].get("statement", "")), "verified": True, "destructive": False, "claimId": c}
-        for c in sections.get("next_steps", []) if not quotes_only]
-    kept_suggestions: list[str] = []
-    candidates = [(verified[c].get("statement", ""), c) for c in flagged] + \
-        [(raw, None) for raw in list(free_steps) + list(suggestions or ())]
+        {"text": clean_statement(page.verified[c].get("statement", "")), "verified": True, "destructive": False,
+         "claimId": c} for c in sections.get("next_steps", [])]
+    kept: list[str] = []
+    candidates = [(page.verified[c].get("statement", ""), c) for c in flagged] + [(raw, None) for raw in free]
     for raw, claim_id in candidates:
-        if len(kept_suggestions) >= MAX_SUGGESTIONS:
+        if len(kept) >= MAX_SUGGESTIONS:
             break
         cleaned, why = clean_suggestion(raw, prompt_echoed)
         if cleaned is None:
-            removed.append({"where": "suggestions", "reason": why, "text": cap_text(_flat(raw), 120)})
+            page.removed.append({"where": "suggestions", "reason": why, "text": cap_text(_flat(raw), 120)})
             continue
         destructive = claim_id is not None or is_destructive(raw)
-        shown = f"{text('destructive', language)}{cleaned}" if destructive else cleaned
-        if shown not in kept_suggestions:
-            kept_suggestions.append(shown)
+        shown = f"{page.say(DESTRUCTIVE_WARNING)}{cleaned}" if destructive else cleaned
+        if shown not in kept:
+            kept.append(shown)
             advice.append({"text": shown, "verified": False, "destructive": destructive, "claimId": claim_id})
-    if kept_suggestions:
-        lines += ["", text("suggestions", language)] + [f"- {s}" for s in kept_suggestions]
-    if offline:
-        lines += ["", f"_{text('offline_limit', language)}_"]
-    markdown = re.sub(r"\n{3,}", "\n\n", "\n".join(lines)).strip() + "\n"
-    return RenderedAnswer(
-        markdown=markdown, suggestions=kept_suggestions, advice=advice,
-        sections={k: list(v) for k, v in sections.items()},
-        cited_invocation_ids=sorted(set(cited)), knowledge_only_root=knowledge_root, removed=removed,
-        diagnosis=diagnosis,
-    )
+    if kept:
+        page.lines += ["", page.say(SUGGESTIONS_HEADING)] + [f"- {s}" for s in kept]
+    return kept, advice
 
 
 def validate_answer_plan(output: Any) -> dict[str, Any]:
@@ -398,12 +433,12 @@ def validate_answer_plan(output: Any) -> dict[str, Any]:
 def render_simple_answer(content: Any, *, language: str, prompt_echoed=None) -> tuple[str, list[dict[str, Any]]]:
     """A SIMPLE (ungated) answer as served: visibly labelled as not checked against evidence, with
     every sentence carrying a citation-like token removed (nothing may look verified) and secrets masked."""
-    language = "zh" if language == "zh" else "en"
+    language = i18n.answer_language(language)
     body = md_neutralise(redact_text(str(content or ""))).strip()
     removed: list[dict[str, Any]] = []
     if prompt_echoed is not None and prompt_echoed(body):
         removed.append({"where": "simple", "reason": "prompt_echo"})
-        body = text("simple_withheld", language)
+        body = i18n.text(SIMPLE_WITHHELD, language)
     body, scrubbed = scrub_sentences(body, ())
     removed += [{"where": "simple", "reason": "citation_like_token", **item} for item in scrubbed]
-    return f"{text('simple_label', language)}\n\n{body.strip()}\n", removed
+    return f"{i18n.text(SIMPLE_LABEL, language)}\n\n{body.strip()}\n", removed

@@ -41,6 +41,16 @@ if [ "$MODE" = "test" ]; then
 else
   ( apt_install fonts-noto-cjk ) || echo "bootstrap: fonts-noto-cjk not installed: a browser on this machine may draw Chinese as boxes" >&2
 fi
+# gettext (msgfmt) compiles the engine's text catalogue (diagnosis/locale). The compiled .mo is committed, so
+# the service runs without it; the test set-up needs it (a test checks that the .mo is the .po compiled).
+if [ "$MODE" = "test" ]; then
+  apt_install gettext
+else
+  ( apt_install gettext ) || echo "bootstrap: gettext not installed: the committed text catalogue is used as it is" >&2
+fi
+if command -v msgfmt >/dev/null; then
+  scripts/compile_messages.sh
+fi
 
 if [ ! -x "$VENV/bin/python" ]; then
   if ! "$PY" -m venv "$VENV" 2>/dev/null; then

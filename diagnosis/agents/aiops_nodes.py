@@ -20,7 +20,8 @@ from diagnosis.agents.aiops_report import (
     check_report, compose_alert_fallback, render_aiops_report, report_suggestions,
 )
 from diagnosis.agents.catalog import prompt
-from diagnosis.alert_render import t as report_text
+from diagnosis import i18n
+from diagnosis.alert_render import NEXT_LOGS, NEXT_RETRY, REMOVED_NOTE, STOPPED_EARLY
 from diagnosis.agents.nodes import STATUS_BY_KIND, run_inputs
 from diagnosis.agents.runtime import AgentContext, fence_tool_output
 from diagnosis.agents.tool_loop import run_tool_loop
@@ -247,10 +248,10 @@ class AlertAgents:
                                                            suggestions=report_suggestions(markdown))
         stopped = state.get(K.FAULT) or _intake_error(state)
         if stopped:  # the reporter may not say so itself: the run does
-            text = report_text("stopped_early", language, reason=md_inline(stopped)) + "\n\n" + text
+            text = i18n.text(STOPPED_EARLY, language, reason=md_inline(stopped)) + "\n\n" + text
         if check.removed:  # say that the reporter cited evidence that did not verify
             why = ", ".join(sorted({r for item in check.removed for r in item["reasons"].values()}))
-            text += "\n" + report_text("removed_note", language, n=len(check.removed), reasons=why) + "\n"
+            text += "\n" + i18n.text(REMOVED_NOTE, language, n=len(check.removed), reasons=why) + "\n"
         check = replace(check, markdown=text, cited_invocation_ids=cited,
                         removed=check.removed + [{"rendered": True, **r} for r in removed],
                         suggestions=[a["text"] for a in advice], advice=advice)
@@ -265,7 +266,7 @@ class AlertAgents:
                                       intake_error=_intake_error(state))
         check = self._check(state, text)
         language = state.get(K.LANGUAGE) or "en"
-        steps = [report_text("next_logs", language), report_text("next_retry", language)]
+        steps = [i18n.text(NEXT_LOGS, language), i18n.text(NEXT_RETRY, language)]
         check = replace(check, suggestions=steps,
                         advice=[{"text": t, "verified": False, "destructive": False, "claimId": None} for t in steps])
         return {K.REPORT_CHECK: check, K.FINAL_ANSWER: check.markdown,

@@ -9,12 +9,12 @@ from typing import Any, Mapping
 
 from diagnosis.agents.aiops import CITATION_RE, PROBE_PATH, ReportCheck, TaskResult, _text
 from diagnosis.agents.catalog import prompt_echoed
+from diagnosis import i18n
 from diagnosis.advice import is_destructive
 from diagnosis.alert_render import compose_alert_fallback as render_fallback
 from diagnosis.alert_render import render_alert_findings
-from diagnosis.alert_render import t as report_text
-from diagnosis.answer_render import clean_suggestion
-from diagnosis.answer_render import text as render_text
+from diagnosis.alert_render import REMOVED_NOTE
+from diagnosis.answer_render import DESTRUCTIVE_WARNING, SUGGESTIONS_HEADING, clean_suggestion
 from diagnosis.contracts import EXECUTOR_EVIDENCE_VERSION, BindingReason
 from diagnosis.gatekeeper import verify_bindings
 from diagnosis.model_text import id_like_tokens
@@ -68,7 +68,7 @@ def check_report(markdown: str, *, run_id: str, lookup, verified_evidence: list[
     kept = [line for i, line in enumerate(lines) if i not in dropped]
     if removed:
         why = ", ".join(sorted({r for item in removed for r in item["reasons"].values()}))
-        kept += ["", report_text("removed_note", language, n=len(removed), reasons=why)]
+        kept += ["", i18n.text(REMOVED_NOTE, language, n=len(removed), reasons=why)]
     text = re.sub(r"\n{3,}", "\n\n", "\n".join(kept)).strip() + "\n"
     gatekeeper = result.to_dict() if result else {"verdict": None, "citation_validity": 0.0, "total_claim_count": 0,
                                                  "verified_claim_count": 0, "audit": []}
@@ -127,10 +127,10 @@ def render_aiops_report(*, alerts: list[dict], results: list[TaskResult], langua
             removed.append({"where": "suggestions", "reason": why})
             continue
         destructive = from_knowledge or is_destructive(raw)
-        shown_text = f"{render_text('destructive', language)}{cleaned}" if destructive else cleaned
+        shown_text = f"{i18n.text(DESTRUCTIVE_WARNING, language)}{cleaned}" if destructive else cleaned
         if shown_text not in kept and len(kept) < 5:
             kept.append(shown_text)
             advice.append({"text": shown_text, "verified": False, "destructive": destructive, "claimId": None})
     if kept:
-        lines += ["", render_text("suggestions", language)] + [f"- {s}" for s in kept]
+        lines += ["", i18n.text(SUGGESTIONS_HEADING, language)] + [f"- {s}" for s in kept]
     return "\n".join(lines) + "\n", removed, sorted(set(cited)), advice

@@ -11,6 +11,7 @@ import json
 import re
 from typing import Any, Mapping
 
+from diagnosis import i18n
 from diagnosis.agents.catalog import load_catalog, prompt, prompt_echoed
 from diagnosis.agents.runtime import AgentContext, question_language
 from diagnosis.agents.tool_loop import run_tool_loop
@@ -339,25 +340,23 @@ def compose_fallback(*, question: str, verified_output: Mapping[str, Any] | None
                      reason: str) -> dict:
     """The deterministic safe answer, rendered like every answer: verified claims only, no verdict,
     the next steps in the labelled suggestions section."""
-    zh = question_language(question) == "zh"
+    language = question_language(question)
     head = [
-        "**诊断未能完整完成（降级答复）。**" if zh else "**The diagnosis could not be completed (degraded answer).**",
+        i18n.text("**The diagnosis could not be completed (degraded answer).**", language),
         "",
-        f"系统没有给出经过验证的根因结论（原因：`{_safe_reason(reason)}`）。" if zh
-        else f"No verified root cause is reported (reason: `{_safe_reason(reason)}`).",
+        i18n.text("No verified root cause is reported (reason: `{reason}`).", language, context="chat answer",
+                  reason=_safe_reason(reason)),
         "",
     ]
     steps = [
-        "检查相关服务的错误日志和关键指标（延迟、错误率、资源使用）。" if zh
-        else "Check the error logs and key metrics (latency, error rate, saturation) of the services involved.",
-        "在运行追踪中查看已执行的查询，必要时重新提问并指明服务名。" if zh
-        else "Review the queries in the run trace and ask again naming the service if needed.",
+        i18n.text("Check the error logs and key metrics (latency, error rate, saturation) of the services involved.",
+                  language),
+        i18n.text("Review the queries in the run trace and ask again naming the service if needed.", language),
     ]
     if runbooks:
-        steps.insert(0, "查阅本次检索到的运维手册（见运行追踪）。" if zh
-                     else "Read the runbooks this run retrieved (listed in the run trace).")
+        steps.insert(0, i18n.text("Read the runbooks this run retrieved (listed in the run trace).", language))
     rendered = render_answer(plan={"version": ANSWER_PLAN_VERSION}, claims=(verified_output or {}).get("claims") or [],
-                             verdict=None, language="zh" if zh else "en", suggestions=steps, quotes_only=True)
+                             verdict=None, language=language, suggestions=steps, quotes_only=True)
     return {"answer_markdown": "\n".join(head) + rendered.markdown, "suggestions": rendered.suggestions,
             "cited_invocation_ids": rendered.cited_invocation_ids, "render": rendered.audit()}
 

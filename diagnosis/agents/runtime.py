@@ -12,6 +12,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from diagnosis import i18n
 from diagnosis.gatekeeper import InvocationLookup
 from diagnosis.llm.base import (
     ChatModel, ChatReply, ChatRequest, ModelDeadlineExceeded, ModelError, ModelNonRetryableError, Usage,
@@ -165,12 +166,9 @@ class AgentContext:
 
 def simple_fallback_answer(*, question: str, reason: str) -> str:
     """The safe answer of a simple chat whose model call failed or came back empty: no claim at all."""
-    if question_language(question) == "zh":
-        return (f"**暂时无法回答（降级答复）。** 模型没有给出可用的回复（原因：`{reason}`）。"
-                "请稍后重试；如需排查故障，请说明服务名称并提出诊断问题。")
-    return (f"**No answer is available right now (degraded answer).** The model gave no usable reply "
-            f"(reason: `{reason}`). Please try again later; to investigate an incident, ask a diagnosis "
-            "question naming the service.")
+    return i18n.text("**No answer is available right now (degraded answer).** The model gave no usable reply "
+                     "(reason: `{reason}`). Please try again later; to investigate an incident, ask a diagnosis "
+                     "question naming the service.", question_language(question), reason=reason)
 
 
 def fence_tool_output(outcome) -> str:

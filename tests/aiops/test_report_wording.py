@@ -1,33 +1,19 @@
-"""The alert report's wording catalogue (diagnosis/alert_report_text.json): every key the renderer says exists
-in both languages, with the same placeholders, so a Chinese report never falls back or breaks on a value."""
+"""The alert report's wording: its texts are in the engine's catalogue (diagnosis.i18n; the catalogue's own
+checks are in tests/architecture/test_text_catalogue.py), so a Chinese report never falls back or breaks
+on a value; and a line the rendered body already says is not repeated as a suggestion."""
 
 from __future__ import annotations
 
-import re
-import string
-from pathlib import Path
-
-from diagnosis.alert_render import TEXT, t
-
-USED = re.compile(r"""\b(?:t|report_text)\(\s*["']([a-z_]+)["']""")
-SOURCES = ("diagnosis/alert_render.py", "diagnosis/agents/aiops_report.py", "diagnosis/agents/aiops_nodes.py")
-ROOT = Path(__file__).resolve().parents[2]
+from diagnosis import i18n
+from diagnosis.alert_render import COVERAGE, NEXT_LOGS, REMOVED_NOTE, STOPPED_EARLY
 
 
-def _fields(text: str) -> set[str]:
-    return {name for _, name, _, _ in string.Formatter().parse(text) if name}
-
-
-def test_every_entry_has_both_languages_with_the_same_placeholders():
-    assert TEXT and all(set(entry) == {"en", "zh"} for entry in TEXT.values())
-    assert {k: e for k, e in TEXT.items() if _fields(e["en"]) != _fields(e["zh"])} == {}
-
-
-def test_every_key_the_renderers_say_is_in_the_catalogue():
-    used = {key for path in SOURCES for key in USED.findall((ROOT / path).read_text(encoding="utf-8"))}
-    assert {"coverage", "removed_note", "stopped_early", "next_logs"} <= used  # the scan sees the call sites
-    assert used - set(TEXT) == set()
-    assert t("coverage", "zh", n=1, total=2) == "覆盖范围：共 2 条告警，已分析 1 条。"
+def test_the_report_texts_read_in_both_languages_with_their_values():
+    assert i18n.text(COVERAGE, "zh", n=1, total=2) == "覆盖范围：共 2 条告警，已分析 1 条。"
+    assert i18n.text(COVERAGE, "en", n=1, total=2) == "Coverage: 1 of 2 alert(s) analysed."
+    assert i18n.text(STOPPED_EARLY, "zh", reason="budget") == "_分析提前终止（budget）；本报告只包含此前已验证的内容。_"
+    assert i18n.text(REMOVED_NOTE, "zh", n=2, reasons="r").startswith("**已删除未经验证的陈述**：本报告中有 2 条陈述")
+    assert i18n.text(NEXT_LOGS, "zh") == "检查告警服务的错误日志和关键指标（错误率、延迟、资源饱和度）。"
 
 
 def test_a_reporter_line_the_rendered_body_already_says_is_not_a_suggestion():

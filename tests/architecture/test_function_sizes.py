@@ -20,9 +20,7 @@ LONG_REASON = "Why it is long:"
 # the renderer, the localiser, the read side, the tool backends), each with its length today. Remove an
 # entry when its function is split; give it a "Why it is long:" line when its module is next changed.
 LONG_PENDING = {
-    "diagnosis/answer_render.py:render_answer": 179,
     "diagnosis/llm/offline/observations.py:Observations.__init__": 61,
-    "diagnosis/llm/offline/verifier.py:verify": 70,
     "diagnosis/localisation/records.py:_read_kubernetes": 62,
 }
 

@@ -25,7 +25,8 @@ import pytest
 from markdown_it import MarkdownIt
 from rest_framework.test import APIClient
 
-from diagnosis.answer_render import TEXT as ANSWER_TEXT
+from diagnosis import i18n
+from diagnosis.answer_render import SUGGESTIONS_HEADING
 from diagnosis.selectors import run_events_after
 from diagnosis.services.execution import run_execute
 from tests.security.test_lying_model import ATTACKS, QUESTION, assert_nowhere, attack_scripts, play
@@ -46,7 +47,7 @@ CONTRACTS = {
     "TraceOutput.steps": "audit",
     "TraceOutput.toolInvocations": "audit",
 }
-SUGGESTION_HEADINGS = tuple(ANSWER_TEXT["suggestions"].values())
+SUGGESTION_HEADINGS = tuple(i18n.text(SUGGESTIONS_HEADING, language) for language in ("en", "zh"))
 PERMISSIVE = MarkdownIt("commonmark", {"html": True}).enable(["table", "strikethrough"])  # raw HTML on
 
 

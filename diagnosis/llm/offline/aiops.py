@@ -7,7 +7,8 @@ from typing import Any, Mapping
 from diagnosis.llm.base import ChatRequest, ToolCall
 
 from diagnosis.alert_render import conclusion_lines, render_alert_findings
-from diagnosis.answer_render import text
+from diagnosis import i18n
+from diagnosis.answer_render import OFFLINE_LIMIT
 from diagnosis.llm.offline.lexicon import KNOWLEDGE_TOP_K, LOG_LIMIT, _canonical, _json, question_language
 from diagnosis.llm.offline.observations import Observations
 from diagnosis.llm.offline.claims import ClaimBook
@@ -79,13 +80,12 @@ def _row_priority(row: Mapping[str, Any]) -> tuple:
 def _aiops_plan(si: Mapping[str, Any], language: str) -> dict[str, Any]:
     """PLAN one task per alerting service (most urgent first, as many as rounds and tools allow), then
     EXECUTE them one per round, then FINISH."""
-    zh = language == "zh"
     alerts = _alert_rows(si)
     plan = [t for t in si.get("plan") or [] if isinstance(t, Mapping)]
     rounds_left = _int(si.get("max_rounds"), 4) - _int(si.get("round"), 1)
     budget = _int(si.get("tool_budget"), 0)
     if not alerts:
-        return {"decision": "FINISH", "rationale": "没有需要分析的活跃告警。" if zh else "No active alert to analyse."}
+        return {"decision": "FINISH", "rationale": i18n.text("No active alert to analyse.", language)}
     if not plan:
         groups: dict[str, list[dict]] = {}
         for row in sorted(alerts, key=_row_priority):
@@ -93,25 +93,26 @@ def _aiops_plan(si: Mapping[str, Any], language: str) -> dict[str, Any]:
                 groups.setdefault(row["service"], []).append(row)
         capacity = min(rounds_left, budget // AIOPS_MIN_TASK_CALLS)
         if not groups or capacity < 1:
-            return {"decision": "FINISH", "rationale": "没有可调查的服务或预算已用完。" if zh
-                    else "No alert names a service that could be investigated within the budget."}
+            return {"decision": "FINISH", "rationale": i18n.text(
+                "No alert names a service that could be investigated within the budget.", language)}
         tasks = []
         for n, (service, rows) in enumerate(list(groups.items())[:capacity], start=1):
             names = ", ".join(dict.fromkeys(r["alertname"] for r in rows))
-            goal = (f"查明 {service} 的告警（{names}）的原因。" if zh
-                    else f"Find why {names} {'fires' if len(rows) == 1 else 'fire'} for {service}.")
+            goal = (i18n.text("Find why {names} fires for {service}.", language, names=names, service=service)
+                    if len(rows) == 1 else
+                    i18n.text("Find why {names} fire for {service}.", language, names=names, service=service))
             tasks.append({"task_id": f"t{n}", "service": service, "alert_ids": [r["alert_id"] for r in rows], "goal": goal})
         left = len(groups) - len(tasks)
-        rationale = (f"按紧急程度为 {len(tasks)} 个服务制定调查任务" + (f"，另有 {left} 个服务超出预算。" if left else "。")) if zh else \
-            (f"One task per alerting service, most urgent first: {len(tasks)} task(s)"
-             + (f"; {left} more service(s) do not fit the round and tool budget." if left else "."))
+        rationale = i18n.text("One task per alerting service, most urgent first: {n} task(s); {left} more service(s) "
+                              "do not fit the round and tool budget.", language, n=len(tasks), left=left) if left else \
+            i18n.text("One task per alerting service, most urgent first: {n} task(s).", language, n=len(tasks))
         return {"decision": "PLAN", "rationale": rationale, "plan": tasks}
     pending = [t for t in plan if t.get("status") == "pending"]
     if pending and budget > 0:
         task = pending[0]
         return {"decision": "EXECUTE", "task_id": task.get("task_id"), "tool_budget": max(1, budget // len(pending)),
-                "rationale": (f"调查 {task.get('service')}。" if zh else f"Investigate {task.get('service')} next.")}
-    return {"decision": "FINISH", "rationale": "计划中的任务已全部执行。" if zh else "Every planned task was executed."}
+                "rationale": i18n.text("Investigate {service} next.", language, service=task.get("service"))}
+    return {"decision": "FINISH", "rationale": i18n.text("Every planned task was executed.", language)}
 
 
 def _aiops_execute(request: ChatRequest, si: Mapping[str, Any], language: str) -> tuple[str | None, list[ToolCall]]:
@@ -186,7 +187,7 @@ def _aiops_report(si: Mapping[str, Any], language: str) -> str:
     alerts = _alert_rows(si)
     findings = [f for f in si.get("findings") or [] if isinstance(f, Mapping)]
     lines, _removed, _cited, _held = render_alert_findings(alerts=alerts, findings=findings, language=language)
-    lines += ["", *conclusion_lines(alerts=alerts, findings=findings, language=language), "", text("offline_limit", language)]
+    lines += ["", *conclusion_lines(alerts=alerts, findings=findings, language=language), "", i18n.text(OFFLINE_LIMIT, language)]
     return "\n".join(lines).strip() + "\n"
 
 

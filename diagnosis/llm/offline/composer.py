@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
+from diagnosis import i18n
 from diagnosis.llm.offline.findings import (
     AlertFiring,
     Change,
@@ -21,20 +22,13 @@ from diagnosis.llm.offline.findings import (
 )
 from diagnosis.localisation.taxonomy import CAUSE_KIND_BY_ID
 from diagnosis.llm.offline.lexicon import question_language
-from diagnosis.llm.offline.taxonomy import GENERIC_ACTIONS
+from diagnosis.llm.offline.taxonomy import generic_actions
 
-T = {
-    "nothing_action": {"en": "No action is needed now. If users still report failures, ask again with the exact symptom, "
-                             "time and endpoint.",
-                       "zh": "目前无需处理。如果用户仍反馈故障，请补充具体现象、时间和接口后重新提问。"},
-    "reject_action": {"en": "Check the error logs and the key metrics (errors, latency, saturation) of the services involved, "
-                            "and ask again naming the failing service.",
-                      "zh": "检查相关服务的错误日志和关键指标（错误率、延迟、资源饱和度），并在提问时指明出问题的服务。"},
-}
-
-
-def _t(key: str, language: str, **values: Any) -> str:
-    return T[key][language].format(**values)
+# The composer's own next steps: English msgids, translated by diagnosis.i18n.
+NOTHING_ACTION = i18n.mark("No action is needed now. If users still report failures, ask again with the exact symptom, "
+                           "time and endpoint.")
+REJECT_ACTION = i18n.mark("Check the error logs and the key metrics (errors, latency, saturation) of the services involved, "
+                          "and ask again naming the failing service.")
 
 
 # A field list of lists, alike in shape to other such dataclasses (localisation.records.Evidence): no logic to share.
@@ -70,14 +64,14 @@ def compose(si: Mapping[str, Any]) -> AnswerPlan:
     actions: list[str] = []
     if verdict in ("PASS", "LOW_CONFID") and root is not None:
         plan.root_cause.append(root[0]["claim_id"])
-        actions += list(GENERIC_ACTIONS[language])  # the runbook steps come first (below); these are checks
+        actions += generic_actions(language)  # the runbook steps come first (below); these are checks
     elif verdict in ("PASS", "LOW_CONFID") and nothing is not None:
         plan.evidence.append(nothing["claim_id"])
-        actions.append(_t("nothing_action", language))
+        actions.append(i18n.text(NOTHING_ACTION, language))
     elif verdict == "LOW_CONFID":
-        actions += list(GENERIC_ACTIONS[language])  # a problem without an established cause: what to check next
+        actions += generic_actions(language)  # a problem without an established cause: what to check next
     else:
-        actions.append(_t("reject_action", language))
+        actions.append(i18n.text(REJECT_ACTION, language))
 
     def excerpt_language(claim) -> str:
         return question_language(str((claim.get("evidence") or [{}])[0].get("evidence_excerpt", "")))

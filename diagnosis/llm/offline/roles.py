@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from typing import Any, Mapping
+from diagnosis import i18n
 from diagnosis.llm.base import ChatRequest, ToolCall
 
 from diagnosis.llm.offline.findings import RootCause, finding_of
@@ -81,7 +82,7 @@ def _plan(si: Mapping[str, Any]) -> Plan:
             steps.append({"tool": query["tool"], "arguments": arguments, "purpose": _short(str(gap.get("gap", "")), 200)})
             if isinstance(arguments.get("service"), str):
                 services.append(arguments["service"])
-        goal = "Close the critical evidence gaps named by the verifier." if language == "en" else "补齐校验环节指出的关键证据缺口。"
+        goal = i18n.text("Close the critical evidence gaps named by the verifier.", language)
         return Plan(goal, list(dict.fromkeys(services)), language, steps)
     services = services_in_question(question)
     steps: list[dict[str, Any]] = []
@@ -98,13 +99,17 @@ def _plan(si: Mapping[str, Any]) -> Plan:
     for service in services[:1]:
         step("query_kubernetes", {"kind": "deployment", "name": service},
              f"Kubernetes events and container states of {service}: restarts, exit codes, scheduling.")
-    if services:
-        goal = f"Find why {', '.join(services)} {'is' if len(services) == 1 else 'are'} misbehaving and cite the evidence."
-    else:
-        goal = "Find the failing services from the active alerts, then explain the incident with cited evidence."
-    if language == "zh":
-        goal = f"查明 {'、'.join(services) or '告警中的服务'} 出现问题的原因，并给出可核验的证据。"
-    return Plan(goal, services, language, steps)
+    return Plan(_goal(services, language), services, language, steps)
+
+
+def _goal(services: list[str], language: str) -> str:
+    if not services:
+        return i18n.text("Find the failing services from the active alerts, then explain the incident with cited evidence.",
+                         language)
+    named = i18n.text(", ", language).join(services)
+    if len(services) == 1:
+        return i18n.text("Find why {services} is misbehaving and cite the evidence.", language, services=named)
+    return i18n.text("Find why {services} are misbehaving and cite the evidence.", language, services=named)
 
 
 def _offered_tools(request: ChatRequest) -> set[str]:
@@ -215,16 +220,13 @@ def _simple(si: Mapping[str, Any], request: ChatRequest) -> str:
     question = str(si.get("question") or _last_user_text(request))
     language = question_language(question)
     services = services_in_question(question)
-    if language == "zh":
-        text = "你好！我是本诊断服务的离线分析器（基于规则，未使用大模型），不能自由聊天，但可以根据日志、指标、告警和运维手册诊断故障。"
-        text += (f"如果想了解 {services[0]} 的问题，请以诊断模式提问，例如“{services[0]} 为什么报错？”。" if services
-                 else "请在问题中指明服务名，例如“checkout-api 为什么报错？”，我会给出带证据引用的诊断。")
-        return text
-    text = ("Hello! I am the offline analyser of this diagnosis service (rule-based, no LLM). I cannot chat freely, but I can "
-            "diagnose incidents from logs, metrics, alerts and runbooks. ")
-    text += (f"To look into {services[0]}, ask in diagnosis mode, e.g. “Why is {services[0]} failing?”." if services
-             else "Name the service in your question, e.g. “Why is checkout-api failing?”, to get a diagnosis with cited evidence.")
-    return text
+    text = i18n.text("Hello! I am the offline analyser of this diagnosis service (rule-based, no LLM). I cannot chat "
+                     "freely, but I can diagnose incidents from logs, metrics, alerts and runbooks. ", language)
+    if services:
+        return text + i18n.text("To look into {service}, ask in diagnosis mode, e.g. “Why is {service} failing?”.",
+                                language, service=services[0])
+    return text + i18n.text("Name the service in your question, e.g. “Why is checkout-api failing?”, to get a diagnosis "
+                            "with cited evidence.", language)
 
 
 def _last_user_text(request: ChatRequest) -> str:

@@ -7,6 +7,7 @@ container states, resolver, TLS, database and broker errors), never from a parti
 
 from __future__ import annotations
 
+from diagnosis import i18n
 from diagnosis.llm.offline.cause import Cause, _m, _rx
 
 BROAD_CAUSES: tuple[Cause, ...] = (
@@ -134,12 +135,16 @@ BROAD_CAUSES: tuple[Cause, ...] = (
 )
 
 
-# Next steps when no runbook and no category apply: actions are never empty.
-GENERIC_ACTIONS = {
-    "en": ("Read the first ERROR/FATAL lines of the affected service around the symptom onset, in context.",
-           "Compare its error rate, latency and saturation metrics with the hour before.",
-           "List the deploys, configuration and feature-flag changes of the last hours and the dependencies its errors name."),
-    "zh": ("结合上下文查看受影响服务在故障开始前后的第一批 ERROR/FATAL 日志。",
-           "将其错误率、延迟和资源饱和度指标与前一小时进行对比。",
-           "列出最近几小时的发布、配置和功能开关变更，以及错误日志中提到的依赖服务。"),
-}
+# Next steps when no runbook and no category apply: actions are never empty. English msgids, translated
+# by diagnosis.i18n (``generic_actions``).
+GENERIC_ACTIONS = (
+    i18n.mark("Read the first ERROR/FATAL lines of the affected service around the symptom onset, in context."),
+    i18n.mark("Compare its error rate, latency and saturation metrics with the hour before."),
+    i18n.mark("List the deploys, configuration and feature-flag changes of the last hours and the dependencies "
+              "its errors name."),
+)
+
+
+def generic_actions(language: str) -> list[str]:
+    """The generic next steps in the reader's language."""
+    return [i18n.text(action, language) for action in GENERIC_ACTIONS]
