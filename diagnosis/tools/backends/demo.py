@@ -44,7 +44,7 @@ from diagnosis.tools.backends.base import (
     metrics_result,
     range_query_step,
     resolve_window,
-    workload_pods_regex,
+    workload_selectors,
 )
 from diagnosis.tools.backends.demo_changes import DemoChanges
 from diagnosis.tools.backends.demo_kubernetes import DemoKubernetes
@@ -310,14 +310,18 @@ class DemoBackend:
             selector = canonical_query(matchers)
             results = evaluate_range(selector, stored, start_ms=start_ms, end_ms=end_ms, step_ms=round(step_s * 1000))
             if service is not None and service.strip():
-                # A service's series, and its pods' (as ``{service="x"} or {pod=~"x-..."}`` selects them).
-                pods = [m for m in matchers if m[0] != "service"] + [("pod", "=~", workload_pods_regex(service.strip()))]
-                pod_selector = canonical_query(pods)
+                # A service's series, its pods' and its volumes', as ``{service="x"} or {pod=~"…"} or
+                # {persistentvolumeclaim=~"…"}`` selects them (``base.workload_selectors``).
+                others = [m for m in matchers if m[0] != "service"]
                 seen = {tuple(sorted(labels.items())) for labels, _ in results}
-                results += [r for r in evaluate_range(pod_selector, stored, start_ms=start_ms, end_ms=end_ms,
-                                                      step_ms=round(step_s * 1000))
-                            if tuple(sorted(r[0].items())) not in seen]
-                selector = f"{selector} or {pod_selector}"
+                for label, regex in workload_selectors(service.strip()):
+                    alternative = canonical_query(others + [(label, "=~", regex)])
+                    for labels, points in evaluate_range(alternative, stored, start_ms=start_ms, end_ms=end_ms,
+                                                         step_ms=round(step_s * 1000)):
+                        if tuple(sorted(labels.items())) not in seen:
+                            seen.add(tuple(sorted(labels.items())))
+                            results.append((labels, points))
+                    selector = f"{selector} or {alternative}"
         else:
             selector = str(query).strip()
             results = evaluate_range(expression, stored, start_ms=start_ms, end_ms=end_ms,
