@@ -212,7 +212,9 @@ def metric_signals(evidence: Evidence) -> list[Signal]:
     replaced = _replaced(derived)
     ceilings = _ceilings(evidence)
     for series, name, times, values in derived:
-        entity = service_of(series.labels)
+        if services is None and "persistentvolumeclaim" in series.labels:
+            services = evidence.services()  # a volume's claim is read against the workloads the evidence names
+        entity = service_of(series.labels, services or ())
         if not entity:
             node = evidence.node(series.labels)
             if services is None:
