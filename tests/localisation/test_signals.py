@@ -56,6 +56,26 @@ def test_a_volume_series_is_its_statefulsets_disk_signal_read_against_the_servic
     assert [(s.entity, s.kind, s.fault) for s in signals if s.source == "metric"] == [("orders-db", "disk", True)]
 
 
+def _volume_running_out(with_capacity: bool, to: float = 0.0) -> list:
+    """A volume of 100 GB whose free space shrinks ever faster from 25 GB and stays at ``to`` from minute 40."""
+    volume = {"namespace": "shop", "persistentvolumeclaim": "data-orders-db-0"}
+    free = [25e9 * (1 - (i / 40) ** 1.5) if i < 40 else to for i in range(60)]
+    results = Results().logs("orders-db", [(-600, "INFO", "checkpoint complete")])
+    results.metric({"__name__": "kubelet_volume_stats_available_bytes", **volume}, free)
+    if with_capacity:
+        results.metric({"__name__": "kubelet_volume_stats_capacity_bytes", **volume}, [1e11] * 60)
+    signals, _ = all_signals(read_evidence(results.items))
+    return [(s.entity, s.kind, s.detail.get("ceiling")) for s in signals if s.source == "metric" and s.fault]
+
+
+def test_free_space_that_ran_out_of_its_capacity_is_a_fault_however_it_drained():
+    assert _volume_running_out(with_capacity=True) == [("orders-db", "disk", 1e11)]
+    # The drain itself is the baseline's noise: without the capacity the same series shows nothing.
+    assert _volume_running_out(with_capacity=False) == []
+    # Still 10 % of the capacity free: not out of space.
+    assert _volume_running_out(with_capacity=True, to=1e10) == []
+
+
 def test_a_sustained_shift_has_its_onset_and_a_spike_that_went_away_is_noise():
     times = [float(i * 60) for i in range(60)]
     moved = shift(times, stepped(100, 400, 45))
