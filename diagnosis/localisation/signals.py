@@ -201,7 +201,7 @@ def _ceilings(evidence: Evidence) -> dict[int, float]:
 def _reached_ceiling(moved: Shift, ceiling: float | None) -> bool:
     """A usage series that rose to its ceiling and stays there: saturated, however noisy its baseline was
     (the robust score measures a shift against the baseline's noise; a ceiling needs no such yardstick). What is
-    left of a capacity (a negative ceiling) reached it when it fell to the rest of AT_LIMIT, from twice that."""
+    left of a capacity (a negative ceiling) ran out when it fell to 1 - AT_LIMIT of it, from at least twice that."""
     if ceiling is not None and ceiling < 0:
         return moved.sustained and moved.direction < 0 and moved.level <= (1 - AT_LIMIT) * -ceiling <= moved.baseline/2
     return (ceiling is not None and moved.sustained and moved.direction > 0 and moved.level >= AT_LIMIT * ceiling
