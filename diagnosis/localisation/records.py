@@ -129,8 +129,10 @@ class Evidence:
 
     def services(self) -> set[str]:
         names = {r.service for r in self.logs} | {a.service for a in self.alerts if a.service}
-        names |= {service_of(s.labels) for s in self.series} - {""}
         names |= {k.service for k in self.kube} | {c.service for c in self.changes}
+        names |= {service_of(s.labels) for s in self.series if "persistentvolumeclaim" not in s.labels} - {""}
+        # A volume's series last: its claim is read against the workloads the rest of the evidence names.
+        names |= {service_of(s.labels, names) for s in self.series if "persistentvolumeclaim" in s.labels} - {""}
         return names
 
 
@@ -158,18 +160,34 @@ def replica_set_owner(name: str) -> str:
     return head if head and 6 <= len(tail) <= 10 and _KUBE_ALPHABET.match(tail) else name
 
 
+def claim_owner(claim: str, known: Iterable[str] = ()) -> str:
+    """The StatefulSet a PersistentVolumeClaim belongs to: its claims are ``<volumeClaimTemplate>-<name>-<ordinal>``
+    (``data-orders-db-0``). A template name may hold dashes itself, so the longest of the ``known`` workloads the
+    claim names before its ordinal is the owner; without one, the template is taken to be the first word. A claim
+    of another shape names no workload."""
+    head, _, ordinal = claim.rpartition("-")
+    if not ordinal.isdigit() or "-" not in head:
+        return ""
+    owners = [name for name in known if name and head.endswith(f"-{name}")]
+    return max(owners, key=len) if owners else head.split("-", 1)[1]
+
+
 _SERVICE_LABELS = ("service", "service_name", "app", "application", "app_kubernetes_io_name", "job", "container",
                    "destination_workload", "dst_deployment", "deployment", "workload")
 
 
-def service_of(labels: Mapping[str, str]) -> str:
-    """The service a series describes, by the label conventions of Prometheus, Kubernetes, Istio and Linkerd."""
+def service_of(labels: Mapping[str, str], known: Iterable[str] = ()) -> str:
+    """The service a series describes, by the label conventions of Prometheus, Kubernetes, Istio and Linkerd:
+    a service label, else the workload of its pod, else the StatefulSet of its volume's claim (the kubelet labels
+    a volume by claim only; ``known``: the workloads to read the claim against, see ``claim_owner``)."""
     for key in _SERVICE_LABELS:
         value = labels.get(key)
         if value and key != "job":
             return value
     if labels.get("pod"):
         return workload_of(labels["pod"])
+    if labels.get("persistentvolumeclaim"):
+        return claim_owner(labels["persistentvolumeclaim"], known) or labels.get("job", "")
     return labels.get("job", "")
 
 

@@ -171,15 +171,18 @@ def _within_relative(values: list[float]) -> bool:
 # A usage series and its ceiling, by the exporters' naming (``redis_memory_used_bytes`` and
 # ``redis_memory_max_bytes``, ``jvm_memory_used_bytes`` and ``jvm_memory_max_bytes``, ``process_open_fds`` and
 # ``process_max_fds``, ``hikaricp_connections_active`` and ``hikaricp_connections_max``).
-_IN_USE = ("used", "usage", "active", "open", "current", "inuse")
-_CEILING = ("max", "limit")
+_IN_USE, _CEILING = ("used", "usage", "active", "open", "current", "inuse"), ("max", "limit")
+# What is left and its capacity (``kubelet_volume_stats_available_bytes`` and ``..._capacity_bytes``,
+# ``..._inodes_free`` and ``..._inodes``, ``node_filesystem_avail_bytes`` and ``..._size_bytes``; "": no word).
+_LEFT, _CAPACITY = ("available", "avail", "free"), ("capacity", "size", "")
 AT_LIMIT = 0.97  # of its ceiling, a usage series is at it
 BELOW_LIMIT = 0.9  # its baseline below this share of the ceiling: reaching it is new
 
 
 def _ceilings(evidence: Evidence) -> dict[int, float]:
     """The ceiling of each usage series that has one: a constant sibling series on the same labels whose
-    name says max or limit where the usage series says used, active or open."""
+    name says max or limit where the usage series says used, active or open. Negative: the capacity of a series
+    of what is left (its name says available or free where the sibling's says capacity or size, or nothing)."""
     by_key = {}
     for s in evidence.series:
         if s.values:
@@ -188,18 +191,19 @@ def _ceilings(evidence: Evidence) -> dict[int, float]:
     for (name, rest), s in by_key.items():
         tokens = name.split("_")
         for i, token in enumerate(tokens):
-            if token not in _IN_USE:
-                continue
-            for ceiling in _CEILING:
-                other = by_key.get(("_".join(tokens[:i] + [ceiling] + tokens[i + 1:]), rest))
+            for ceiling in _CEILING if token in _IN_USE else _CAPACITY if token in _LEFT else ():
+                other = by_key.get(("_".join(tokens[:i] + [ceiling] * bool(ceiling) + tokens[i + 1:]), rest))
                 if other is not None and min(other.values) == max(other.values) > 0:
-                    out[id(s)] = other.values[0]
+                    out[id(s)] = other.values[0] if token in _IN_USE else -other.values[0]
     return out
 
 
 def _reached_ceiling(moved: Shift, ceiling: float | None) -> bool:
     """A usage series that rose to its ceiling and stays there: saturated, however noisy its baseline was
-    (the robust score measures a shift against the baseline's noise; a ceiling needs no such yardstick)."""
+    (the robust score measures a shift against the baseline's noise; a ceiling needs no such yardstick). What is
+    left of a capacity (a negative ceiling) ran out when it fell to 1 - AT_LIMIT of it, from at least twice that."""
+    if ceiling is not None and ceiling < 0:
+        return moved.sustained and moved.direction < 0 and moved.level <= (1 - AT_LIMIT) * -ceiling <= moved.baseline/2
     return (ceiling is not None and moved.sustained and moved.direction > 0 and moved.level >= AT_LIMIT * ceiling
             and moved.baseline <= BELOW_LIMIT * ceiling)
 
@@ -212,7 +216,9 @@ def metric_signals(evidence: Evidence) -> list[Signal]:
     replaced = _replaced(derived)
     ceilings = _ceilings(evidence)
     for series, name, times, values in derived:
-        entity = service_of(series.labels)
+        if services is None and "persistentvolumeclaim" in series.labels:
+            services = evidence.services()  # a volume's claim is read against the workloads the evidence names
+        entity = service_of(series.labels, services or ())
         if not entity:
             node = evidence.node(series.labels)
             if services is None:
@@ -245,7 +251,7 @@ def metric_signals(evidence: Evidence) -> list[Signal]:
             strength = max(strength, 0.8)
         signals.append(Signal(entity, "metric", kind, moved.onset, strength, [series.ref], name, fault=fault,
                               detail={"shift": moved, "name": name, "labels": series.labels,
-                                      **({"ceiling": ceilings[id(series)]} if at_ceiling else {})}))
+                                      **({"ceiling": abs(ceilings[id(series)])} if at_ceiling else {})}))
     return signals
 
 

@@ -8,7 +8,7 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from diagnosis.tools.backends.base import BackendError, workload_pods_regex
+from diagnosis.tools.backends.base import BackendError, workload_claims_regex, workload_pods_regex
 from diagnosis.tools.backends.prometheus import PrometheusBackend, promql_selector
 
 from .conftest import free_port
@@ -82,8 +82,9 @@ def test_metric_and_service_build_a_selector_on_the_service_label(prometheus_url
     by_job = PrometheusBackend(prometheus_url, service_label="job")
     result = by_job.query_metrics(metric="up", service="prometheus")
 
-    assert result["query"] == 'up{job="prometheus"} or up{pod=~"%s"}' % workload_pods_regex("prometheus")
-    [series] = result["series"]  # the server accepted the pods' half too
+    assert result["query"] == 'up{job="prometheus"} or up{pod=~"%s"} or up{persistentvolumeclaim=~"%s"}' % (
+        workload_pods_regex("prometheus"), workload_claims_regex("prometheus"))
+    [series] = result["series"]  # the server accepted the pods' and the volumes' alternatives too
     assert series["labels"]["job"] == "prometheus"
     assert series["labels"]["service"] == "prometheus"  # mapped from the configured service label
 

@@ -65,6 +65,10 @@ def _world() -> list[dict]:
         series("queue_depth", [None if i % 11 == 5 else rng.randint(0, 30) for i in range(60)], service="batch"),
         series("kubelet_volume_stats_available_bytes", [8e9 - i * 9e7 for i in range(60)],
                namespace="shop", persistentvolumeclaim="data-orders-mysql-0"),
+        series("kubelet_volume_stats_available_bytes", [5e9 - i * 1e7 for i in range(60)],
+               namespace="shop", persistentvolumeclaim="data-orders-mysql-archive-0"),
+        series("kubelet_volume_stats_available_bytes", [2e9] * 60, namespace="shop", persistentvolumeclaim="data-mysql-0"),
+        series("container_fs_usage_bytes", [1e8 + i * 1e6 for i in range(60)], namespace="shop", pod="orders-mysql-0"),
     ]
     for mode, rate in (("idle", (20, 28)), ("user", (2, 9)), ("system", (0.5, 2))):
         out.append(series("node_cpu_seconds_total", _counter(rng, 120, 88_000, rate), step=30,
@@ -166,6 +170,26 @@ def test_the_demo_backend_answers_every_query_as_prometheus_does(both, query):
             # Same timestamps and the same value strings, digit for digit.
             mismatched = [(x, y) for x, y in zip(a["values"], b["values"]) if x != y]
             assert len(a["values"]) == len(b["values"]) and not mismatched, (query, step, a["labels"], mismatched[:3])
+
+
+@pytest.mark.parametrize(("metric", "service", "claims"), [
+    ("kubelet_volume_stats_available_bytes", "orders-mysql", ["data-orders-mysql-0"]),
+    ("kubelet_volume_stats_available_bytes", "orders-mysql-archive", ["data-orders-mysql-archive-0"]),
+    # A service whose name ends another StatefulSet's takes its claims too: the claim name cannot tell.
+    ("kubelet_volume_stats_available_bytes", "mysql", ["data-mysql-0", "data-orders-mysql-0"]),
+    ("container_fs_usage_bytes", "orders-mysql", [None]),
+])
+def test_a_service_selects_its_pods_and_volumes_as_prometheus_does(both, metric, service, claims):
+    """``metric`` of ``service``: the real server accepts the backend's ``… or {pod=~…} or
+    {persistentvolumeclaim=~…}`` and selects exactly the series the demo backend selects."""
+    demo, prometheus = both
+    start, end, step = WINDOWS[0]
+    ours = demo.query_metrics(metric=metric, service=service, start=start, end=end, step=step)
+    theirs = prometheus.query_metrics(metric=metric, service=service, start=start, end=end, step=step)
+    assert "persistentvolumeclaim=~" in theirs["query"]
+    assert sorted(s["labels"].get("persistentvolumeclaim") for s in theirs["series"]) == claims
+    assert [s["labels"] for s in ours["series"]] == [s["labels"] for s in theirs["series"]]
+    assert [s["values"] for s in ours["series"]] == [s["values"] for s in theirs["series"]]
 
 
 SHIPPED_QUERIES = [

@@ -10,7 +10,7 @@ import pytest
 
 from diagnosis.demo import ScenarioError, load_scenario
 from diagnosis.demo.timestamps import TIMESTAMP_LAYOUTS
-from diagnosis.tools.backends.base import BackendError, parse_time, workload_pods_regex
+from diagnosis.tools.backends.base import BackendError, parse_time, workload_claims_regex, workload_pods_regex
 from diagnosis.tools.backends.demo import DemoBackend
 from diagnosis.tools.registry import SUCCESS, Backends, ToolBox
 from tests.demo.builders import histogram, series, write_scenario
@@ -123,9 +123,37 @@ def test_a_service_query_also_selects_its_pods_series_and_no_other_workloads(tmp
         ("container_memory_working_set_bytes", "web-0"),
         ("http_requests_total", None),
     ]
-    assert result["query"] == '{service="web"} or {pod=~"%s"}' % workload_pods_regex("web").replace("\\", "\\\\")
+    assert result["query"] == '{service="web"} or {pod=~"%s"} or {persistentvolumeclaim=~"%s"}' % (
+        workload_pods_regex("web").replace("\\", "\\\\"), workload_claims_regex("web"))
     (cpu,) = demo.query_metrics(metric="container_cpu_usage_seconds_total", service="web-api")["series"]
     assert cpu["labels"]["pod"] == "web-api-x2v4z"
+
+
+def test_a_service_query_also_selects_its_statefulset_volumes_and_no_other_statefulsets(tmp_path):
+    # The kubelet labels a volume's series by namespace and claim only: <template>-<statefulset>-<ordinal>.
+    demo = backend(tmp_path, series_list=[
+        series("kubelet_volume_stats_available_bytes", [8e9 - i * 1e8 for i in range(10)],
+               namespace="shop", persistentvolumeclaim="data-orders-db-0"),
+        series("kubelet_volume_stats_capacity_bytes", [1e10] * 10, namespace="shop", persistentvolumeclaim="data-orders-db-0"),
+        series("kubelet_volume_stats_inodes_free", [5e5] * 10, namespace="shop", persistentvolumeclaim="wal-orders-db-1"),
+        # Other StatefulSets: one whose name begins with the service's, one whose name the service's ends.
+        series("kubelet_volume_stats_available_bytes", [1e9] * 10, namespace="shop",
+               persistentvolumeclaim="data-orders-db-archive-0"),
+        series("kubelet_volume_stats_available_bytes", [1e9] * 10, namespace="shop", persistentvolumeclaim="data-db-0"),
+        series("kubelet_volume_stats_available_bytes", [1e9] * 10, namespace="shop", persistentvolumeclaim="orders-db"),
+    ])
+    result = demo.query_metrics(service="orders-db")
+    assert sorted((s["labels"]["__name__"], s["labels"]["persistentvolumeclaim"]) for s in result["series"]) == [
+        ("kubelet_volume_stats_available_bytes", "data-orders-db-0"),
+        ("kubelet_volume_stats_capacity_bytes", "data-orders-db-0"),
+        ("kubelet_volume_stats_inodes_free", "wal-orders-db-1"),
+    ]
+    (free,) = demo.query_metrics(metric="kubelet_volume_stats_available_bytes", service="orders-db")["series"]
+    assert free["labels"] == {"__name__": "kubelet_volume_stats_available_bytes", "namespace": "shop",
+                              "persistentvolumeclaim": "data-orders-db-0"}
+    assert free["stats"]["last"] == 7.1e9
+    (archive,) = demo.query_metrics(service="orders-db-archive")["series"]
+    assert archive["labels"]["persistentvolumeclaim"] == "data-orders-db-archive-0"
 
 
 def test_a_missing_sample_is_covered_by_the_lookback_and_a_long_gap_shows(tmp_path):

@@ -5,7 +5,7 @@ import pytest
 from diagnosis.localisation.deviation import shift
 from diagnosis.localisation.kinds import word_votes
 from diagnosis.localisation.levels import level_of
-from diagnosis.localisation.records import read_evidence, workload_of
+from diagnosis.localisation.records import claim_owner, read_evidence, service_of, workload_of
 from diagnosis.localisation.signals import all_signals, metric_kind
 from tests.localisation.support import Results, flat, stepped
 
@@ -32,6 +32,48 @@ def test_pod_names_resolve_to_their_workload():
     assert workload_of("checkout-7c9d5b6f4-h2x8r") == "checkout"
     assert workload_of("orders-mysql-0") == "orders-mysql"
     assert workload_of("ledger-api") == "ledger-api"
+
+
+def test_volume_claims_resolve_to_their_statefulset():
+    assert claim_owner("data-orders-db-0") == "orders-db"
+    assert claim_owner("data-orders-db-archive-12") == "orders-db-archive"
+    # A template with dashes: the claim is read against the workloads known, the longest it names.
+    assert claim_owner("mysql-data-orders-db-1", {"orders-db", "db", "ledger-api"}) == "orders-db"
+    assert claim_owner("data-orders-db-0", {"db"}) == "db"
+    assert claim_owner("orders-uploads") == "" and claim_owner("uploads-0") == ""
+    labels = {"__name__": "kubelet_volume_stats_available_bytes", "namespace": "shop", "persistentvolumeclaim": "data-orders-db-0"}
+    assert service_of(labels) == "orders-db"
+    assert service_of({**labels, "service": "orders-db-primary"}) == "orders-db-primary"  # a service label still wins
+
+
+def test_a_volume_series_is_its_statefulsets_disk_signal_read_against_the_services_known():
+    results = Results().logs("orders-db", [(-600, "INFO", "checkpoint complete")])
+    results.metric({"__name__": "kubelet_volume_stats_available_bytes", "namespace": "shop",
+                    "persistentvolumeclaim": "pg-data-orders-db-0"}, stepped(6e9, 1e6, 40))
+    evidence = read_evidence(results.items)
+    assert evidence.services() == {"orders-db"}
+    signals, _ = all_signals(evidence)
+    assert [(s.entity, s.kind, s.fault) for s in signals if s.source == "metric"] == [("orders-db", "disk", True)]
+
+
+def _volume_running_out(with_capacity: bool, to: float = 0.0) -> list:
+    """A volume of 100 GB whose free space shrinks ever faster from 25 GB and stays at ``to`` from minute 40."""
+    volume = {"namespace": "shop", "persistentvolumeclaim": "data-orders-db-0"}
+    free = [25e9 * (1 - (i / 40) ** 1.5) if i < 40 else to for i in range(60)]
+    results = Results().logs("orders-db", [(-600, "INFO", "checkpoint complete")])
+    results.metric({"__name__": "kubelet_volume_stats_available_bytes", **volume}, free)
+    if with_capacity:
+        results.metric({"__name__": "kubelet_volume_stats_capacity_bytes", **volume}, [1e11] * 60)
+    signals, _ = all_signals(read_evidence(results.items))
+    return [(s.entity, s.kind, s.detail.get("ceiling")) for s in signals if s.source == "metric" and s.fault]
+
+
+def test_free_space_that_ran_out_of_its_capacity_is_a_fault_however_it_drained():
+    assert _volume_running_out(with_capacity=True) == [("orders-db", "disk", 1e11)]
+    # The drain itself is the baseline's noise: without the capacity the same series shows nothing.
+    assert _volume_running_out(with_capacity=False) == []
+    # Still 10 % of the capacity free: not out of space.
+    assert _volume_running_out(with_capacity=True, to=1e10) == []
 
 
 def test_a_sustained_shift_has_its_onset_and_a_spike_that_went_away_is_noise():

@@ -33,6 +33,9 @@ __all__ = [
     "SERVED_LEVELS",
     "normalise_level",
     "detect_level",
+    "workload_pods_regex",
+    "workload_claims_regex",
+    "workload_selectors",
 ]
 
 DEFAULT_WINDOW = timedelta(minutes=60)
@@ -295,13 +298,35 @@ def go_string_literal(value: str) -> str:
 _POD_HASH = "[bcdfghjklmnpqrstvwxz2456789]"
 
 
+def _regex_literal(text: str) -> str:
+    """``text`` as an RE2 pattern that matches only itself."""
+    return re.sub(r"([.\\+*?()|\[\]{}^$])", r"\\\1", text)
+
+
 def workload_pods_regex(service: str) -> str:
     """The names of a workload's pods as an RE2 pattern (PromQL anchors it): Deployment pods
     ``<name>-<template hash>-<5>``, DaemonSet pods ``<name>-<5>``, StatefulSet pods ``<name>-<ordinal>``.
     cAdvisor and kube-state-metrics label a container's series by pod, never by service: a query about a
     service matches its pods' series this way too."""
-    name = re.sub(r"([.\\+*?()|\[\]{}^$])", r"\\\1", service)
+    name = _regex_literal(service)
     return f"{name}-(?:{_POD_HASH}{{6,10}}-)?{_POD_HASH}{{5}}|{name}-[0-9]+"
+
+
+def workload_claims_regex(service: str) -> str:
+    """The names of a StatefulSet's PersistentVolumeClaims as an RE2 pattern (PromQL anchors it):
+    ``<volumeClaimTemplate>-<name>-<ordinal>``, e.g. ``data-orders-db-0``. The kubelet labels a volume's
+    series by ``namespace`` and ``persistentvolumeclaim`` only. Anchored at the end, the pattern cannot
+    take another StatefulSet's claim whose name only begins with this one (``data-orders-db-archive-0``);
+    it does take the claims of a StatefulSet whose name ends in ``-<name>`` (``orders-db`` for ``db``), as a
+    template name may itself hold dashes and the claim name alone cannot tell them apart."""
+    return f"[a-z0-9-]+-{_regex_literal(service)}-[0-9]+"
+
+
+def workload_selectors(service: str) -> tuple[tuple[str, str], ...]:
+    """Besides ``<service label>="<service>"``, the ``(label, RE2 pattern)`` matchers that select a service's
+    series, each an alternative: its pods' (``pod``) and its volumes' (``persistentvolumeclaim``). Both
+    metrics backends select a service as ``{service="x"} or {pod=~"…"} or {persistentvolumeclaim=~"…"}``."""
+    return ("pod", workload_pods_regex(service)), ("persistentvolumeclaim", workload_claims_regex(service))
 
 
 def format_selector(labels: Mapping[str, str]) -> str:

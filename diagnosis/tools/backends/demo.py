@@ -1,4 +1,3 @@
-# size: the demo backend serves every telemetry tool from scenario data, each answer shaped like the real one.
 """The embedded telemetry backend: scenario folders served as logs, metrics, alerts, Kubernetes state,
 traces and changes.
 
@@ -10,10 +9,7 @@ Logs: records are returned oldest-first; when more than ``limit`` match, the new
 kept (``total`` counts every match, ``truncated`` says some were dropped). ``{ts:<layout>}``
 placeholders in a line are rendered from the record's served time; the served ``level`` is the
 record's own, normalised, or read from the line as the Loki backend reads it (``base.detect_level``).
-``query`` is a small line filter, case-insensitive, matched as substrings against
-``"<service> <level> <rendered line>"``: whitespace-separated words must all match (AND),
-``"quoted phrases"`` match as one term, ``OR`` (or ``|``) separates alternatives, and
-``level:ERROR`` / ``level:WARN,ERROR`` filter by the served level.
+``query`` is a small line filter (``demo_queries.py``).
 
 Metrics: samples are held as Prometheus holds them (counters, histogram buckets, gaps) and ``query``
 is evaluated as Prometheus's ``query_range`` evaluates it (``promql.py``: a selector, or rate/irate/
@@ -21,13 +17,15 @@ increase, sum/avg/min/max/count by/without and histogram_quantile). ``metric`` a
 matchers to a selector; unlike the Prometheus backend, ``service`` also applies to every selector of
 an expression. ``stats`` and ``description`` come from ``base.py``.
 
+Kubernetes state is served by ``demo_kubernetes.py``, traces by ``demo_traces.py`` and changes by
+``demo_changes.py``.
+
 Extra fields beyond the documented shapes: logs ``truncated`` (and ``note`` for an unknown
 service), metric stats ``min_at``.
 """
 
 from __future__ import annotations
 
-import math
 import re
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
@@ -40,17 +38,25 @@ from diagnosis.demo.loader import Scenario, ScenarioError, load_scenario, shippe
 from diagnosis.demo.timestamps import render_timestamps
 from diagnosis.tools.backends.base import (
     BackendError,
-    detect_level,
     format_selector,
     format_timestamp,
     metric_series,
     metrics_result,
-    normalise_level,
     range_query_step,
     resolve_window,
-    workload_pods_regex,
+    workload_selectors,
 )
 from diagnosis.tools.backends.demo_changes import DemoChanges
+from diagnosis.tools.backends.demo_kubernetes import DemoKubernetes
+from diagnosis.tools.backends.demo_queries import (
+    MAX_LOG_LIMIT,
+    LogQuery,
+    canonical_query,
+    parse_limit,
+    parse_log_query,
+    parse_selector,
+    served_level,
+)
 from diagnosis.tools.backends.demo_traces import DemoTraces
 from diagnosis.tools.backends.promql import (
     StoredSeries,
@@ -63,154 +69,8 @@ from diagnosis.tools.backends.promql import (
 __all__ = ["DemoBackend", "LogQuery", "parse_log_query", "parse_selector", "MAX_LOG_LIMIT"]
 
 BACKEND_NAME = "demo"
-MAX_LOG_LIMIT = 1000
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
-_QUERY_TOKEN_RE = re.compile(r'"([^"]*)"|(\S+)')
 _METRIC_NAME_RE = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")
-
-
-# --- log query ----------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class LogQuery:
-    """A parsed log filter: allowed levels (None = any) and OR-groups of AND-terms."""
-
-    levels: frozenset[str] | None
-    groups: tuple[tuple[str, ...], ...]
-
-    def matches(self, service: str, level: str, message: str) -> bool:
-        if self.levels is not None and level not in self.levels:
-            return False
-        if not self.groups:
-            return True
-        haystack = f"{service} {level} {message}".lower()
-        return any(all(term in haystack for term in group) for group in self.groups)
-
-
-def _normalise_level(value: str) -> str:
-    return normalise_level(value) or value.strip().upper()
-
-
-def _served_level(record: dict[str, Any]) -> str:
-    """The level a record is served with: its own, normalised as the Loki backend normalises a level
-    label (WARNING -> WARN, NOTICE -> INFO), or without one what the Loki backend reads from the line."""
-    if record.get("level"):
-        return normalise_level(record["level"]) or record["level"]
-    sample = render_timestamps(record["message"], _EPOCH)  # layouts are fixed-width: any time reads the same
-    return detect_level({}, sample)
-
-
-def parse_log_query(query: str | None) -> LogQuery:
-    """``'level:ERROR "timed out" pool OR refused'`` -> LogQuery (see the module docstring)."""
-    if query is None:
-        return LogQuery(None, ())
-    if not isinstance(query, str):
-        raise BackendError(f"expected text, got {type(query).__name__}", argument="query")
-    levels: set[str] = set()
-    groups: list[tuple[str, ...]] = []
-    current: list[str] = []
-    for match in _QUERY_TOKEN_RE.finditer(query):
-        phrase, word = match.group(1), match.group(2)
-        if word is not None and word in ("OR", "|"):
-            if current:
-                groups.append(tuple(current))
-            current = []
-            continue
-        if word is not None and word.lower().startswith("level:"):
-            wanted = [_normalise_level(v) for v in word[6:].split(",") if v.strip()]
-            if not wanted:
-                raise BackendError("level: needs a value such as level:ERROR", argument="query")
-            levels.update(wanted)
-            continue
-        term = (phrase if phrase is not None else word).strip().lower()
-        if term:
-            current.append(term)
-    if current:
-        groups.append(tuple(current))
-    return LogQuery(frozenset(levels) if levels else None, tuple(groups))
-
-
-# --- metric selector ----------------------------------------------------------------------------
-
-
-def parse_selector(query: str) -> list[tuple[str, str, str]]:
-    """``name{a="1", b!~"x.*"}`` -> ``[("__name__", "=", "name"), ("a", "=", "1"), ("b", "!~", "x.*")]``."""
-    expr = parse_expression(query)
-    if not isinstance(expr, promql_parser.VectorSelector):
-        raise BackendError(f"expected a metric selector such as http_requests_total{{service=\"x\"}}, got {query!r}",
-                           argument="query")
-    return label_matchers(expr)
-
-
-def _parse_limit(limit: Any) -> int:
-    problem = f"must be an integer between 1 and {MAX_LOG_LIMIT}, got {limit!r}"
-    if limit is None:
-        return 50
-    if isinstance(limit, bool):
-        raise BackendError(problem, argument="limit")
-    if isinstance(limit, int):
-        n = limit
-    elif isinstance(limit, float) and limit.is_integer():
-        n = int(limit)
-    elif isinstance(limit, str) and limit.strip().isdigit():
-        n = int(limit.strip())
-    else:
-        raise BackendError(problem, argument="limit")
-    if not 1 <= n <= MAX_LOG_LIMIT:
-        raise BackendError(problem, argument="limit")
-    return n
-
-
-# --- Kubernetes objects, served as the kubernetes backend normalises them ------------------------------
-
-_POD_KEYS = ("name", "namespace", "phase", "node", "podIP", "hostIP", "reason", "message", "labels", "containers",
-             "conditions")
-
-
-def _label_selector(selector: str | None) -> dict[str, str]:
-    """``app=x,tier=db`` (also ``==``) -> ``{"app": "x", "tier": "db"}``."""
-    pairs = [part.replace("==", "=").split("=", 1) for part in (selector or "").split(",") if "=" in part]
-    return {k.strip(): v.strip() for k, v in pairs}
-
-
-def _labels_match(labels: dict[str, str], wanted: dict[str, str]) -> bool:
-    return all(labels.get(k) == v for k, v in wanted.items())
-
-
-def _served_pod(pod: dict[str, Any], namespace: str) -> dict[str, Any]:
-    """Every key the kubernetes backend returns (absent ones null), then any further key of the file."""
-    defaults = {"namespace": namespace, "labels": {}, "containers": [], "conditions": []}
-    out = {key: pod.get(key, defaults.get(key)) for key in _POD_KEYS}
-    return {**out, **{k: v for k, v in pod.items() if k not in out}}
-
-
-def _pod_ready(pod: dict[str, Any]) -> bool:
-    containers = pod.get("containers") or []
-    return pod.get("phase", "Running") == "Running" and all(c.get("ready", True) for c in containers)
-
-
-def _served_service(svc: dict[str, Any], world: dict[str, Any]) -> dict[str, Any]:
-    """A Service with its endpoints: the file's, else the pods its selector picks that have a pod IP."""
-    selector = dict(svc.get("selector") or {})
-    if svc.get("endpoints") is not None:
-        endpoints = [{"ip": e["ip"], "pod": e.get("pod"), "node": e.get("node"), "ready": e.get("ready", True)}
-                     for e in svc["endpoints"]]
-    elif selector:
-        endpoints = [{"ip": p["podIP"], "pod": p["name"], "node": p.get("node"), "ready": _pod_ready(p)}
-                     for p in world["pods"] if p.get("podIP") and _labels_match(p.get("labels") or {}, selector)]
-    else:
-        endpoints = []
-    out = {
-        "name": svc["name"], "namespace": world["namespace"], "type": svc.get("type", "ClusterIP"),
-        "clusterIP": svc.get("clusterIP"),
-        "ports": [{"name": p.get("name"), "port": p["port"], "targetPort": p.get("targetPort", p["port"]),
-                   "protocol": p.get("protocol", "TCP")} for p in svc.get("ports", [])],
-        "selector": selector, "endpoints": endpoints,
-    }
-    if svc.get("externalName"):
-        out["externalName"] = svc["externalName"]
-    return out
 
 
 # --- the backend --------------------------------------------------------------------------------
@@ -254,10 +114,6 @@ class _Alert:
     annotations: dict[str, str]
     state: str
     value: str
-
-
-def _finite(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
 class DemoBackend:
@@ -319,7 +175,7 @@ class DemoBackend:
         for scenario in self.scenarios:
             for record in scenario.logs:
                 self._logs.append(_LogRecord(record["offset_seconds"], record["service"],
-                                             _served_level(record), record["message"]))
+                                             served_level(record), record["message"]))
             for raw in scenario.series:
                 labels = dict(raw["labels"])
                 key = format_selector(labels)
@@ -333,57 +189,11 @@ class DemoBackend:
             for raw in scenario.alerts:
                 self._alerts.append(_Alert(raw["offset_seconds"], dict(raw["labels"]), dict(raw["annotations"]),
                                            raw["state"], raw["value"]))
-        self._kubernetes = [s.kubernetes for s in self.scenarios if s.kubernetes]
+        self._kubernetes = DemoKubernetes(s.kubernetes for s in self.scenarios if s.kubernetes)
         # Stable sorts: records of the same second keep their file order.
         self._logs.sort(key=lambda r: r.offset)
         self._series.sort(key=lambda s: format_selector(s.labels))
         self._alerts.sort(key=lambda a: (a.offset, a.labels["alertname"], a.labels["service"]))
-
-    # --- query_kubernetes: pods and events of kubernetes.json, times shifted like everything else ---
-
-    def query_kubernetes(self, *, namespace: str | None = None, kind: str | None = None, name: str | None = None,
-                         selector: str | None = None) -> dict[str, Any]:
-        """Pods, Services and events of ``kubernetes.json``, in the shape the ``kubernetes`` backend returns."""
-        from diagnosis.tools.backends.kubernetes import check_arguments
-
-        kind = check_arguments(namespace=namespace, kind=kind, name=name, selector=selector)
-        wanted_labels = _label_selector(selector)
-        now = self.now
-        pods, events, namespaces, services = [], [], set(), []
-        for world in self._kubernetes:
-            if namespace and world["namespace"] != namespace:
-                continue
-            namespaces.add(world["namespace"])
-            chosen: list[dict[str, Any]] = []
-            if kind == "service":
-                for svc in world["services"]:
-                    if (name and svc["name"] != name) or not _labels_match(svc.get("labels") or {}, wanted_labels):
-                        continue
-                    services.append(_served_service(svc, world))
-                    if name and svc.get("selector"):
-                        chosen += [p for p in world["pods"] if _labels_match(p.get("labels") or {}, svc["selector"])]
-            else:
-                for pod in world["pods"]:
-                    if name and not (pod["name"] == name or (kind != "pod" and pod["name"].startswith(f"{name}-"))):
-                        continue
-                    if _labels_match(pod.get("labels") or {}, wanted_labels):
-                        chosen.append(pod)
-            pods += [self._shift(_served_pod(pod, world["namespace"]), now) for pod in chosen]
-            names = {p["name"] for p in chosen}
-            prefix = f"{name}-" if name and kind != "service" else None
-            for event in world["events"]:
-                target = event["object"].split("/", 1)[-1]
-                if target in names or (name and target == name) or (prefix and target.startswith(prefix)):
-                    events.append(self._shift(event, now))
-        if kind == "service" and name and not services:
-            raise BackendError(f"service {name!r} not found in namespace {namespace or self._namespaces()!r}",
-                               argument="name", backend=BACKEND_NAME)
-        events.sort(key=lambda e: e.get("lastTimestamp") or "")
-        result = {"backend": BACKEND_NAME, "namespace": namespace or ",".join(sorted(namespaces)), "kind": kind,
-                  "name": name, "selector": selector, "pods": pods, "events": events}
-        if kind == "service":
-            result["services"] = services
-        return result
 
     def _stored(self, now: datetime) -> list[StoredSeries]:
         """Every series' samples at their times for this ``now`` (kept while ``now`` stays the same)."""
@@ -393,10 +203,11 @@ class DemoBackend:
             self._stored_cache = cached
         return cached[1]
 
-    def _namespaces(self) -> str:
-        return ",".join(sorted({w["namespace"] for w in self._kubernetes}))
+    # --- query_kubernetes, query_traces and query_changes (demo_kubernetes.py, demo_traces.py, demo_changes.py) ---
 
-    # --- query_traces and query_changes: traces.json and changes.json (demo_traces.py, demo_changes.py) ---
+    def query_kubernetes(self, **args: Any) -> dict[str, Any]:
+        """Pods, Services and events of ``kubernetes.json``, in the shape the ``kubernetes`` backend returns."""
+        return self._kubernetes.query_kubernetes(now=self.now, **args)
 
     def query_traces(self, **args: Any) -> dict[str, Any]:
         if self._traces is None:
@@ -405,24 +216,6 @@ class DemoBackend:
 
     def query_changes(self, **args: Any) -> dict[str, Any]:
         return DemoChanges(self.scenarios).query_changes(now=self.now, **args)
-
-    @classmethod
-    def _shift(cls, value: Any, now: datetime) -> Any:
-        """``x_offset_seconds`` keys become ``x`` timestamps (``last_offset_seconds`` -> ``lastTimestamp``)."""
-        if isinstance(value, list):
-            return [cls._shift(v, now) for v in value]
-        if not isinstance(value, dict):
-            return value
-        out = {}
-        for key, item in value.items():
-            if key.endswith("_offset_seconds") and _finite(item):
-                stem = key[: -len("_offset_seconds")]
-                target = {"first": "firstTimestamp", "last": "lastTimestamp", "started": "startedAt",
-                          "finished": "finishedAt"}.get(stem, stem)
-                out[target] = format_timestamp(now + timedelta(seconds=item))
-            else:
-                out[key] = cls._shift(item, now)
-        return out
 
     # --- discovery helpers (not part of the protocols) ---
 
@@ -446,7 +239,7 @@ class DemoBackend:
             raise BackendError(f"expected a service name, got {type(service).__name__}", argument="service")
         if service is not None:
             service = service.strip() or None
-        limit_n = _parse_limit(limit)
+        limit_n = parse_limit(limit)
         log_query = parse_log_query(query)
         now = self.now
         start_dt, end_dt = resolve_window(start, end, now=now)
@@ -514,17 +307,21 @@ class DemoBackend:
         step_s = range_query_step(step, (end_ms - start_ms) / 1000)
         stored = self._stored(now)
         if expression is None:
-            selector = _canonical_query(matchers)
+            selector = canonical_query(matchers)
             results = evaluate_range(selector, stored, start_ms=start_ms, end_ms=end_ms, step_ms=round(step_s * 1000))
             if service is not None and service.strip():
-                # A service's series, and its pods' (as ``{service="x"} or {pod=~"x-..."}`` selects them).
-                pods = [m for m in matchers if m[0] != "service"] + [("pod", "=~", workload_pods_regex(service.strip()))]
-                pod_selector = _canonical_query(pods)
+                # A service's series, its pods' and its volumes', as ``{service="x"} or {pod=~"…"} or
+                # {persistentvolumeclaim=~"…"}`` selects them (``base.workload_selectors``).
+                others = [m for m in matchers if m[0] != "service"]
                 seen = {tuple(sorted(labels.items())) for labels, _ in results}
-                results += [r for r in evaluate_range(pod_selector, stored, start_ms=start_ms, end_ms=end_ms,
-                                                      step_ms=round(step_s * 1000))
-                            if tuple(sorted(r[0].items())) not in seen]
-                selector = f"{selector} or {pod_selector}"
+                for label, regex in workload_selectors(service.strip()):
+                    alternative = canonical_query(others + [(label, "=~", regex)])
+                    for labels, points in evaluate_range(alternative, stored, start_ms=start_ms, end_ms=end_ms,
+                                                         step_ms=round(step_s * 1000)):
+                        if tuple(sorted(labels.items())) not in seen:
+                            seen.add(tuple(sorted(labels.items())))
+                            results.append((labels, points))
+                    selector = f"{selector} or {alternative}"
         else:
             selector = str(query).strip()
             results = evaluate_range(expression, stored, start_ms=start_ms, end_ms=end_ms,
@@ -563,15 +360,3 @@ def _unix_ms(value: datetime) -> int:
 def _seconds(millis: int) -> int | float:
     """Milliseconds -> unix seconds as Prometheus writes them (an int when whole)."""
     return millis // 1000 if millis % 1000 == 0 else millis / 1000
-
-
-def _canonical_query(matchers: list[tuple[str, str, str]]) -> str:
-    """The effective selector, e.g. ``db_pool_active_connections{service="payment-service"}``."""
-    name = next((v for label, op, v in matchers if label == "__name__" and op == "="), "")
-    rest = list(matchers)
-    if name:
-        rest.remove(("__name__", "=", name))
-    inner = ",".join(
-        f'{label}{op}"' + v.replace("\\", "\\\\").replace('"', '\\"') + '"' for label, op, v in rest
-    )
-    return f"{name}{{{inner}}}" if inner or not name else name

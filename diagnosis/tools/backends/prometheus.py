@@ -27,7 +27,7 @@ from diagnosis.tools.backends.base import (
     parse_time,
     range_query_step,
     resolve_window,
-    workload_pods_regex,
+    workload_selectors,
 )
 from diagnosis.tools.backends.http_json import display_url
 
@@ -189,16 +189,21 @@ class PrometheusBackend:
 
     def build_query(self, *, query: str | None = None, metric: str | None = None,
                     service: str | None = None) -> str:
-        """PromQL for a call: ``query`` as given, else ``metric{<service_label>="service"}``."""
+        """PromQL for a call: ``query`` as given, else ``metric`` of the service: ``metric{<service_label>="x"}
+        or metric{pod=~"<x's pods>"} or metric{persistentvolumeclaim=~"<x's claims>"}`` (``base.workload_selectors``)."""
         if query is not None and str(query).strip():
             return str(query).strip()
         if metric is None or not str(metric).strip():
             raise _error("give a PromQL query, or a metric name (with an optional service)", argument="query")
         if service in (None, ""):
             return promql_selector(str(metric))
-        # The service's series, and its pods' series (cAdvisor and kube-state-metrics label by pod only).
-        pods = f"{str(metric).strip()}{{pod=~{promql_string(workload_pods_regex(str(service)))}}}"
-        return f"{promql_selector(str(metric), {self.service_label: service})} or {pods}"
+        # The service's series, its pods' (cAdvisor and kube-state-metrics label by pod only) and its volumes'
+        # (the kubelet labels by persistentvolumeclaim only).
+        name = str(metric).strip()
+        alternatives = [promql_selector(name, {self.service_label: service})]
+        alternatives += [f"{name}{{{label}=~{promql_string(regex)}}}"
+                         for label, regex in workload_selectors(str(service))]
+        return " or ".join(alternatives)
 
     def query_metrics(self, *, query: str | None = None, metric: str | None = None, service: str | None = None,
                       start: datetime | None = None, end: datetime | None = None, step: Any = None) -> dict[str, Any]:
