@@ -10,7 +10,7 @@ from typing import Any
 
 from django.utils.safestring import SafeString
 
-from diagnosis.contracts import SelfEvaluation, StoredAudit
+from diagnosis.contracts import BindingAudit, SelfEvaluation, StoredAudit
 from diagnosis.jsonpath import NOT_FOUND, JsonPathError, resolve
 from diagnosis.models import ToolInvocation
 from traces.rendering import Highlight, excerpt_in_context, highlight_for
@@ -37,12 +37,9 @@ REASON_HELP = {
 
 @dataclass
 class BindingView:
-    source_invocation_id: Any
-    tool_name: Any
-    raw_path: Any
-    evidence_excerpt: Any
-    verified: bool
-    reason_code: str
+    """One binding as the page shows it: the Gatekeeper's `contracts.BindingAudit` (templates read its fields
+    through `audit`) and what the page adds around it."""
+    audit: BindingAudit
     reason_help: str
     in_run: bool
     context: SafeString | None
@@ -119,9 +116,7 @@ def gatekeeper_view(
                     highlights.setdefault(source, []).append(highlight)
                     mark = highlight.label
             bindings.append(BindingView(
-                source_invocation_id=source, tool_name=binding.tool_name, raw_path=binding.raw_path,
-                evidence_excerpt=binding.evidence_excerpt, verified=binding.verified, reason_code=binding.reason_code,
-                reason_help=REASON_HELP.get(binding.reason_code, ""), in_run=invocation is not None, context=context,
+                audit=binding, reason_help=REASON_HELP.get(binding.reason_code, ""), in_run=invocation is not None, context=context,
                 found=found, mark=mark,
             ))
         claims.append(ClaimView(

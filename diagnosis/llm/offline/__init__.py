@@ -23,6 +23,7 @@ from typing import Any, Mapping
 from diagnosis.llm.base import ChatReply, ChatRequest, ModelNonRetryableError, ToolCall, Usage
 
 from diagnosis.llm.offline.aiops import _aiops
+from diagnosis.llm.offline.localised import LocalisationMemo, remembering
 from diagnosis.llm.offline.lexicon import MODEL_NAME, _json, question_language, services_in_question
 from diagnosis.llm.offline.composer import compose
 from diagnosis.llm.offline.roles import _executor, _plan, _simple
@@ -39,11 +40,19 @@ class OfflineAnalyser:
 
     model_name = MODEL_NAME
 
+    def __init__(self) -> None:
+        # One model per run: the localisations of this run's evidence, each computed once.
+        self._localisations = LocalisationMemo()
+
     @classmethod
     def from_config(cls, config: Mapping[str, Any] | None = None) -> OfflineAnalyser:
         return cls()
 
     def complete(self, request: ChatRequest) -> ChatReply:
+        with remembering(self._localisations):
+            return self._complete(request)
+
+    def _complete(self, request: ChatRequest) -> ChatReply:
         started = time.perf_counter()
         si = request.structured_input
         if si is None and request.role not in ("simple", "aiops"):

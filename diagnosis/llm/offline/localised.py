@@ -8,7 +8,12 @@ records the localiser read.
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Mapping
+import hashlib
+import pickle
+from collections import OrderedDict
+from contextlib import contextmanager
+from contextvars import ContextVar
+from typing import Any, Iterable, Iterator, Mapping
 
 from diagnosis.localisation.outcome import Localisation, localise, service_in_address
 from diagnosis.localisation.records import Ref
@@ -56,7 +61,62 @@ def successful(results: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
     return kept
 
 
+class LocalisationMemo:
+    """The localisations of one model's run, keyed by the evidence they read: the invocation ids and
+    statuses of the tool results, in order, a digest of their content (a model reused with other results
+    under the same ids localises again) and the subject. The role that plans the next queries and the role
+    that writes the claims then share one localisation. Results without an invocation id are not
+    remembered. Bounded: a run localises a handful of distinct evidence sets."""
+
+    SIZE = 8
+
+    def __init__(self) -> None:
+        self._found: OrderedDict[tuple, Localisation] = OrderedDict()
+
+    @staticmethod
+    def key(results: list[Mapping[str, Any]], subject: list[str]) -> tuple | None:
+        ids = tuple((r.get("invocation_id"), r.get("status", "SUCCESS")) for r in results)
+        if any(not isinstance(i, str) or not i for i, _status in ids):
+            return None
+        try:  # a fingerprint of the content only (never loaded): lossless, so the same bytes are the same data
+            content = pickle.dumps(results, protocol=5)
+        except (pickle.PicklingError, TypeError, AttributeError):
+            return None
+        return ids, hashlib.blake2b(content, digest_size=16).digest(), tuple(subject)
+
+    def localise(self, results: Iterable[Mapping[str, Any]], subject: list[str]) -> Localisation:
+        results = list(results)
+        key = self.key(results, list(subject))
+        if key is None:
+            return localise(successful(results), subject)
+        if key not in self._found:
+            self._found[key] = localise(successful(results), subject)
+            while len(self._found) > self.SIZE:
+                self._found.popitem(last=False)
+        self._found.move_to_end(key)
+        return self._found[key]
+
+
+# The memo of the model whose request is being answered (set by `remembering`, per request, never shared).
+_ACTIVE: ContextVar[LocalisationMemo | None] = ContextVar("offline_localisations", default=None)
+
+
+@contextmanager
+def remembering(memo: LocalisationMemo) -> Iterator[None]:
+    """Within the block, `localise_results` reads through `memo`."""
+    token = _ACTIVE.set(memo)
+    try:
+        yield
+    finally:
+        _ACTIVE.reset(token)
+
+
 def localise_results(results: Iterable[Mapping[str, Any]], subject: list[str]) -> Localisation:
+    """The one entry into the localiser: successful results only, suspicious log lines left out; within a
+    model's request (`remembering`), each distinct evidence is localised once per run."""
+    memo = _ACTIVE.get()
+    if memo is not None:
+        return memo.localise(results, subject)
     return localise(successful(results), subject)
 
 
