@@ -14,7 +14,7 @@ from typing import Any, Iterable, Mapping
 
 from diagnosis import i18n
 from diagnosis.advice import is_destructive
-from diagnosis.answer_render import claim_sentence, claim_text, knowledge_only
+from diagnosis.claim_sentences import claim_sentence, claim_text, knowledge_only
 from diagnosis.markdown_text import md_cell, md_code, md_inline
 from diagnosis.model_text import foreign_citations
 from diagnosis.localisation.taxonomy import CAUSE_KIND_BY_ID

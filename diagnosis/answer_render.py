@@ -13,6 +13,9 @@ writes every word the reader sees:
   which the API also returns as its own field;
 - every rendered line goes through the citation scan of ``diagnosis.model_text``: a line carrying an
   id-like token that is not a canonical verified citation is removed and audited.
+
+The words of one claim (statement, quoted excerpts, citations) and a suggestion made safe are
+``diagnosis.claim_sentences``'s, shared with the alert report's renderer; they are also importable from here.
 """
 
 from __future__ import annotations
@@ -24,21 +27,20 @@ from typing import Any
 
 from diagnosis import i18n
 from diagnosis.advice import destructive_commands, is_destructive
+from diagnosis.claim_sentences import (
+    MAX_EXCERPTS_PER_CLAIM, claim_sentence, claim_text, clean_statement, clean_suggestion, excerpt_text,
+    knowledge_only, plain_statement,
+)
 from diagnosis.contracts import ANSWER_PLAN_VERSION
-from diagnosis.markdown_text import md_inline, md_neutralise, plain_line
-from diagnosis.model_text import cap_text, foreign_citations, id_like_tokens, scrub_sentences
+from diagnosis.markdown_text import md_neutralise, plain_line
+from diagnosis.model_text import cap_text, foreign_citations, scrub_sentences
 from diagnosis.redaction import redact_text
 from diagnosis.structured_diagnosis import (
     RecordsOf, choice_read, claim_id_ok, derive_diagnosis, empty_diagnosis, no_records,
 )
 
 SECTIONS = ("root_cause", "evidence", "impact", "timeline")
-KNOWLEDGE_TOOLS = frozenset({"lookup_knowledge"})
-MAX_STATEMENT_CHARS = 400
-MAX_EXCERPT_CHARS = 240
-MAX_EXCERPTS_PER_CLAIM = 3
 MAX_SUGGESTIONS = 5
-MAX_SUGGESTION_CHARS = 300
 MAX_CLAIMS_PER_SECTION = 12
 
 # The answer's wording: English msgids, translated by diagnosis.i18n (the Chinese is in diagnosis/locale).
@@ -58,8 +60,6 @@ SECTION_HEADINGS = {
 SUGGESTIONS_HEADING = i18n.mark("**Suggestions (not checked against evidence)**")
 DESTRUCTIVE_WARNING = i18n.mark(
     "**Warning: destructive command — not verified; check it and its target before running.** ")
-SIMILAR_PREFIX = i18n.mark("A similar past incident or runbook describes: ")
-KNOWLEDGE_PREFIX = i18n.mark("From the knowledge base (not this run's telemetry): ")
 NOTHING_VERIFIED = i18n.mark("No claim passed verification.")
 UNDETERMINED = i18n.mark(
     "**Cause not established.** The evidence shows a problem, but this run could not establish its cause. "
@@ -105,66 +105,9 @@ class RenderedAnswer:
         }
 
 
-def _flat(value: Any) -> str:
-    return plain_line(value)
-
-
-def plain_statement(value: Any) -> str:
-    """A claim statement as plain text (for JSON fields): one line, secrets masked, capped."""
-    return cap_text(redact_text(plain_line(value)), MAX_STATEMENT_CHARS)
-
-
-def clean_statement(value: Any) -> str:
-    """A claim statement as inert inline Markdown (diagnosis.markdown_text)."""
-    return md_inline(plain_statement(value))
-
-
-def _excerpt(value: Any) -> str:
-    flat = plain_line(value)
-    if len(flat) > MAX_EXCERPT_CHARS:
-        flat = flat[:MAX_EXCERPT_CHARS].rstrip() + "…"
-    return md_inline(redact_text(flat))
-
-
-def claim_text(claim: Mapping[str, Any]) -> str:
-    """A claim's statement and its quoted excerpts, as one text (what a reader would act on)."""
-    excerpts = [str(b.get("evidence_excerpt", "")) for b in claim.get("evidence") or () if isinstance(b, Mapping)]
-    return " \n".join([str(claim.get("statement", "")), *excerpts])
-
-
-def knowledge_only(claim: Mapping[str, Any]) -> bool:
-    tools = {str(b.get("tool_name")) for b in claim.get("evidence") or () if isinstance(b, Mapping)}
-    return bool(tools) and tools <= KNOWLEDGE_TOOLS
-
-
-def claim_sentence(claim: Mapping[str, Any], language: str, *, similar: bool = False,
-                   knowledge: bool = False) -> tuple[str, list[str]]:
-    """``statement — “excerpt” [inv-…]; “excerpt” [inv-…]`` and the invocation ids it cites."""
-    statement = clean_statement(claim.get("statement", ""))
-    quotes, ids = [], []
-    for b in [b for b in claim.get("evidence") or () if isinstance(b, Mapping)][:MAX_EXCERPTS_PER_CLAIM]:
-        invocation_id = str(b.get("source_invocation_id"))
-        quotes.append(f"“{_excerpt(b.get('evidence_excerpt', ''))}” [{invocation_id}]")
-        ids.append(invocation_id)
-    prefix = i18n.text(SIMILAR_PREFIX, language) if similar else i18n.text(KNOWLEDGE_PREFIX, language) if knowledge else ""
-    return f"{prefix}{statement} — {'; '.join(quotes)}", ids
-
-
 def _plan_ids(plan: Mapping[str, Any], key: str) -> list[str]:
     value = plan.get(key) if isinstance(plan, Mapping) else None
     return [v for v in value if isinstance(v, str)][:MAX_CLAIMS_PER_SECTION] if isinstance(value, list) else []
-
-
-def clean_suggestion(value: Any, prompt_echoed=None) -> tuple[str | None, str | None]:
-    """(text, None) for a usable suggestion, else (None, why it was dropped)."""
-    flat = _flat(value)
-    if not flat:
-        return None, "empty"
-    if id_like_tokens(flat):
-        return None, "citation_like_token"
-    if prompt_echoed is not None and prompt_echoed(flat):
-        return None, "prompt_echo"
-    return md_inline(cap_text(redact_text(flat), MAX_SUGGESTION_CHARS)), None
 
 
 def render_answer(
@@ -329,7 +272,7 @@ def _quote_every_excerpt(page: _AnswerPage, flagged: list[str]) -> None:
         if str(claim.get("claim_id")) in flagged:
             continue  # a destructive runbook step is not quoted as checked output either
         for b in [b for b in claim["evidence"] if isinstance(b, Mapping)][:MAX_EXCERPTS_PER_CLAIM]:
-            line = f"- “{_excerpt(b.get('evidence_excerpt', ''))}” [{b.get('source_invocation_id')}]"
+            line = f"- “{excerpt_text(b.get('evidence_excerpt', ''))}” [{b.get('source_invocation_id')}]"
             if foreign_citations(line, page.verified_ids):
                 page.removed.append({"where": "render", "claim_id": claim.get("claim_id"), "reason": "foreign_citation"})
                 continue
@@ -388,7 +331,7 @@ def _advice(page: _AnswerPage, sections: dict[str, list[str]], flagged: list[str
             break
         cleaned, why = clean_suggestion(raw, prompt_echoed)
         if cleaned is None:
-            page.removed.append({"where": "suggestions", "reason": why, "text": cap_text(_flat(raw), 120)})
+            page.removed.append({"where": "suggestions", "reason": why, "text": cap_text(plain_line(raw), 120)})
             continue
         destructive = claim_id is not None or is_destructive(raw)
         shown = f"{page.say(DESTRUCTIVE_WARNING)}{cleaned}" if destructive else cleaned

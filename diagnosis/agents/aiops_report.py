@@ -14,7 +14,8 @@ from diagnosis.advice import is_destructive
 from diagnosis.alert_render import compose_alert_fallback as render_fallback
 from diagnosis.alert_render import render_alert_findings
 from diagnosis.alert_render import REMOVED_NOTE
-from diagnosis.answer_render import DESTRUCTIVE_WARNING, SUGGESTIONS_HEADING, clean_suggestion
+from diagnosis.answer_render import DESTRUCTIVE_WARNING, SUGGESTIONS_HEADING
+from diagnosis.claim_sentences import clean_suggestion
 from diagnosis.contracts import EXECUTOR_EVIDENCE_VERSION, BindingReason
 from diagnosis.gatekeeper import verify_bindings
 from diagnosis.model_text import id_like_tokens

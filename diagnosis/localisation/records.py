@@ -364,8 +364,14 @@ def _place(evidence: Evidence, pod: Mapping[str, Any], name: str, service: str) 
 
 
 def _read_kubernetes(evidence: Evidence, inv: str, result: Mapping[str, Any]) -> int:
+    """Pods, then events (their objects are named through the pods' addresses), then Services."""
+    return (_read_pods(evidence, inv, result.get("pods") or []) + _read_events(evidence, inv, result.get("events") or [])
+            + _read_services(evidence, result.get("services") or []))
+
+
+def _read_pods(evidence: Evidence, inv: str, pods: list[Any]) -> int:
     count = 0
-    for i, pod in enumerate(result.get("pods") or []):
+    for i, pod in enumerate(pods):
         if not isinstance(pod, Mapping):
             continue
         name = str(pod.get("name") or "")
@@ -377,24 +383,32 @@ def _read_kubernetes(evidence: Evidence, inv: str, result: Mapping[str, Any]) ->
             evidence.kube.append(KubeFact(Ref(inv, "query_kubernetes", f"$.pods[{i}].reason", text), service, text,
                                           None, str(pod.get("message") or ""), True))
         for j, container in enumerate(pod.get("containers") or []):
-            if not isinstance(container, Mapping):
-                continue
-            for key in ("state", "lastState"):
-                state = container.get(key)
-                if not isinstance(state, Mapping) or not state.get("reason"):
-                    continue
-                reason = str(state["reason"])
-                # The last termination's time says when it last happened, not when the trouble began.
-                ts = None if key == "lastState" else parse_time(state.get("finishedAt") or state.get("startedAt"))
-                evidence.kube.append(KubeFact(Ref(inv, "query_kubernetes", f"$.pods[{i}].containers[{j}].{key}.reason",
-                                                  reason), service, reason, ts, str(state.get("message") or ""),
-                                              reason not in ("Completed",)))
-            restarts = container.get("restartCount")
-            if isinstance(restarts, int) and restarts > 0:
-                evidence.kube.append(KubeFact(Ref(inv, "query_kubernetes", f"$.pods[{i}].containers[{j}].restartCount",
-                                                  str(restarts)), service, "Restarted", None, "", False))
+            if isinstance(container, Mapping):
+                _read_container(evidence, inv, f"$.pods[{i}].containers[{j}]", service, container)
         count += 1
-    for i, event in enumerate(result.get("events") or []):
+    return count
+
+
+def _read_container(evidence: Evidence, inv: str, path: str, service: str, container: Mapping[str, Any]) -> None:
+    """A container's state and last state (each with a reason) and its restarts; ``path`` is its JSON path."""
+    for key in ("state", "lastState"):
+        state = container.get(key)
+        if not isinstance(state, Mapping) or not state.get("reason"):
+            continue
+        reason = str(state["reason"])
+        # The last termination's time says when it last happened, not when the trouble began.
+        ts = None if key == "lastState" else parse_time(state.get("finishedAt") or state.get("startedAt"))
+        evidence.kube.append(KubeFact(Ref(inv, "query_kubernetes", f"{path}.{key}.reason", reason), service, reason,
+                                      ts, str(state.get("message") or ""), reason not in ("Completed",)))
+    restarts = container.get("restartCount")
+    if isinstance(restarts, int) and restarts > 0:
+        evidence.kube.append(KubeFact(Ref(inv, "query_kubernetes", f"{path}.restartCount", str(restarts)), service,
+                                      "Restarted", None, "", False))
+
+
+def _read_events(evidence: Evidence, inv: str, events: list[Any]) -> int:
+    count = 0
+    for i, event in enumerate(events):
         if not isinstance(event, Mapping):
             continue
         obj = str(event.get("object") or event.get("involvedObject") or "")
@@ -407,7 +421,13 @@ def _read_kubernetes(evidence: Evidence, inv: str, result: Mapping[str, Any]) ->
         evidence.kube.append(KubeFact(Ref(inv, "query_kubernetes", f"$.events[{i}].message", message), service, reason,
                                       ts, message, str(event.get("type") or "") == "Warning"))
         count += 1
-    for service in result.get("services") or []:
+    return count
+
+
+def _read_services(evidence: Evidence, services: list[Any]) -> int:
+    """The address book: each Service's names, ExternalName target, cluster IP and endpoint IPs -> its workload."""
+    count = 0
+    for service in services:
         if not isinstance(service, Mapping) or not service.get("name"):
             continue
         selector = service.get("selector") if isinstance(service.get("selector"), Mapping) else {}

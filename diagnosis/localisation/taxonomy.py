@@ -9,49 +9,50 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from diagnosis import i18n
+
 
 @dataclass(frozen=True)
 class CauseKind:
-    """One fault kind: its id, family and the reader-facing label in both languages."""
+    """One fault kind: its id, family and the reader-facing label (English, the catalogue's msgid)."""
 
     id: str
     label_en: str
-    label_zh: str
 
     @property
     def family(self) -> str:
         return self.id.split(".", 1)[0]
 
     def label(self, language: str) -> str:
-        return self.label_zh if language == "zh" else self.label_en
+        return i18n.text(self.label_en, language)
 
 
 CAUSE_KINDS: tuple[CauseKind, ...] = (
-    CauseKind("resource.cpu", "CPU saturation or throttling", "CPU 饱和或限流"),
-    CauseKind("resource.memory", "memory exhaustion (leak or out-of-memory kill)", "内存耗尽（泄漏或 OOM）"),
-    CauseKind("resource.disk", "disk or volume full", "磁盘或卷空间耗尽"),
-    CauseKind("resource.pool", "connection, thread or worker pool exhausted", "连接池、线程池或工作池耗尽"),
-    CauseKind("network.dns", "DNS resolution failure", "DNS 解析失败"),
-    CauseKind("network.tls", "TLS or certificate failure", "TLS 或证书故障"),
-    CauseKind("network.refused", "connections refused or reset", "连接被拒绝或重置"),
-    CauseKind("network.timeout", "network timeouts", "网络超时"),
-    CauseKind("network.loss", "packet loss or unreachable network", "丢包或网络不可达"),
-    CauseKind("change.config", "configuration change or invalid configuration", "配置变更或配置无效"),
-    CauseKind("change.secret", "secret or credential change", "密钥或凭据变更"),
-    CauseKind("change.image", "container image change or pull failure", "容器镜像变更或拉取失败"),
-    CauseKind("change.flag", "feature flag change", "功能开关变更"),
-    CauseKind("change.deploy", "deploy or version change", "发布或版本变更"),
-    CauseKind("dependency.database", "database failure or slowness", "数据库故障或变慢"),
-    CauseKind("dependency.cache", "cache failure or saturation", "缓存故障或饱和"),
-    CauseKind("dependency.queue", "message queue or broker failure", "消息队列或代理故障"),
-    CauseKind("dependency.external_api", "external API failure", "外部 API 故障"),
-    CauseKind("data.schema", "schema or migration mismatch", "表结构或迁移不一致"),
-    CauseKind("data.poison_message", "a message or record the consumer cannot process", "无法处理的消息或数据"),
-    CauseKind("capacity.rate_limit", "rate limited", "被限流"),
-    CauseKind("capacity.quota", "quota exhausted", "配额耗尽"),
-    CauseKind("scheduling.pending", "pods cannot be scheduled", "Pod 无法调度"),
-    CauseKind("scheduling.eviction", "pods evicted", "Pod 被驱逐"),
-    CauseKind("scheduling.node_pressure", "node under resource pressure", "节点资源压力"),
+    CauseKind("resource.cpu", i18n.mark("CPU saturation or throttling")),
+    CauseKind("resource.memory", i18n.mark("memory exhaustion (leak or out-of-memory kill)")),
+    CauseKind("resource.disk", i18n.mark("disk or volume full")),
+    CauseKind("resource.pool", i18n.mark("connection, thread or worker pool exhausted")),
+    CauseKind("network.dns", i18n.mark("DNS resolution failure")),
+    CauseKind("network.tls", i18n.mark("TLS or certificate failure")),
+    CauseKind("network.refused", i18n.mark("connections refused or reset")),
+    CauseKind("network.timeout", i18n.mark("network timeouts")),
+    CauseKind("network.loss", i18n.mark("packet loss or unreachable network")),
+    CauseKind("change.config", i18n.mark("configuration change or invalid configuration")),
+    CauseKind("change.secret", i18n.mark("secret or credential change")),
+    CauseKind("change.image", i18n.mark("container image change or pull failure")),
+    CauseKind("change.flag", i18n.mark("feature flag change")),
+    CauseKind("change.deploy", i18n.mark("deploy or version change")),
+    CauseKind("dependency.database", i18n.mark("database failure or slowness")),
+    CauseKind("dependency.cache", i18n.mark("cache failure or saturation")),
+    CauseKind("dependency.queue", i18n.mark("message queue or broker failure")),
+    CauseKind("dependency.external_api", i18n.mark("external API failure")),
+    CauseKind("data.schema", i18n.mark("schema or migration mismatch")),
+    CauseKind("data.poison_message", i18n.mark("a message or record the consumer cannot process")),
+    CauseKind("capacity.rate_limit", i18n.mark("rate limited")),
+    CauseKind("capacity.quota", i18n.mark("quota exhausted")),
+    CauseKind("scheduling.pending", i18n.mark("pods cannot be scheduled")),
+    CauseKind("scheduling.eviction", i18n.mark("pods evicted")),
+    CauseKind("scheduling.node_pressure", i18n.mark("node under resource pressure")),
 )
 
 CAUSE_KIND_BY_ID: dict[str, CauseKind] = {kind.id: kind for kind in CAUSE_KINDS}

@@ -22,7 +22,7 @@ from diagnosis.agents.aiops import ACTIVE_STATES, INACTIVE_STATES, MAX_ROUNDS, a
 from diagnosis.agents.aiops_nodes import AlertSupervisor, outcome_of
 from diagnosis.agents.catalog import prompt_audit
 from diagnosis.agents.results import bounded_audit
-from diagnosis.answer_render import plain_statement
+from diagnosis.claim_sentences import plain_statement
 from diagnosis.contracts import RunResult, known_verdict
 from diagnosis.graph.aiops_topology import AiOpsKey
 from diagnosis.graph.engine import GraphRunError

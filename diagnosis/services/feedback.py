@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from django.db import transaction
 from django.utils import timezone
 
-from diagnosis.answer_render import plain_statement
+from diagnosis.claim_sentences import plain_statement
 from diagnosis.contracts import BINDING_FIELDS, SelfEvaluation
 from diagnosis.models import CaseLibraryEntry, DiagnosisRun, ToolInvocation
 from diagnosis.redaction import redact_text

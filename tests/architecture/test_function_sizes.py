@@ -21,7 +21,6 @@ LONG_REASON = "Why it is long:"
 # entry when its function is split; give it a "Why it is long:" line when its module is next changed.
 LONG_PENDING = {
     "diagnosis/llm/offline/observations.py:Observations.__init__": 61,
-    "diagnosis/localisation/records.py:_read_kubernetes": 62,
 }
 
 

@@ -211,7 +211,7 @@ def _closure(module: str) -> set[str]:
 
 FRAMEWORK_FREE = ("diagnosis.graph", "diagnosis.gatekeeper", "diagnosis.contracts", "diagnosis.llm",
                   "diagnosis.jsonpath", "diagnosis.model_text", "diagnosis.redaction", "diagnosis.answer_render",
-                  "diagnosis.localisation", "diagnosis.ranking_view", "diagnosis.alert_render", "diagnosis.i18n")
+                  "diagnosis.claim_sentences", "diagnosis.localisation", "diagnosis.ranking_view", "diagnosis.alert_render", "diagnosis.i18n")
 
 
 @pytest.mark.parametrize("module", sorted(m for m in _modules() if _in(m, *FRAMEWORK_FREE)))

@@ -36,3 +36,13 @@ def test_a_text_missing_from_the_catalogue_is_an_error_not_english_in_a_chinese_
     with pytest.raises(i18n.MissingTranslation):
         i18n.text("metrics", "zh", context="query_nothing")
     assert i18n.mark("A sentence nobody translated.") == "A sentence nobody translated."
+
+
+def test_a_fault_kind_is_labelled_from_the_catalogue_in_each_language():
+    from diagnosis.localisation.taxonomy import CAUSE_KIND_BY_ID, CAUSE_KINDS
+
+    assert CAUSE_KIND_BY_ID["network.dns"].label("zh") == "DNS 解析失败"
+    assert CAUSE_KIND_BY_ID["resource.memory"].label("en") == "memory exhaustion (leak or out-of-memory kill)"
+    chinese = {kind.id: kind.label("zh") for kind in CAUSE_KINDS}
+    assert all(chinese[kind.id] != kind.label_en for kind in CAUSE_KINDS), chinese
+    assert len(set(chinese.values())) == len(CAUSE_KINDS)  # no two kinds read the same in Chinese

@@ -12,12 +12,13 @@ def _rx(*patterns: str) -> tuple[re.Pattern[str], ...]:
 
 @dataclass(frozen=True)
 class Cause:
-    """One failure category of the lexicon: how it shows in text and metrics, and what it is called. It only
-    picks which lines and runbook steps speak of a kind of fault; the localiser decides the kind."""
+    """One failure category of the lexicon: how it shows in text and metrics, and what it is (``label_en``, an
+    English description for the code's reader; no answer shows it, so it has no translation). It only picks
+    which lines and runbook steps speak of a kind of fault; the localiser decides the kind, and an answer
+    names the kind with its label from ``diagnosis.localisation.taxonomy``."""
 
     key: str
     label_en: str
-    label_zh: str
     text: tuple[re.Pattern[str], ...]
     metrics: tuple[tuple[re.Pattern[str], str], ...]  # (metric-name pattern, "up" | "down" | "changed")
 
@@ -33,9 +34,6 @@ class Cause:
     def watches(self, name: str) -> bool:
         """True when a series of this name is one the category would move (whatever it did)."""
         return any(p.search(name) for p, _ in self.metrics)
-
-    def label(self, language: str) -> str:
-        return self.label_zh if language == "zh" else self.label_en
 
 
 def _m(pattern: str, direction: str) -> tuple[re.Pattern[str], str]:

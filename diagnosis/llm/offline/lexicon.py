@@ -33,7 +33,7 @@ MIN_RUNBOOK_EXCERPT = 20
 CAUSES: tuple[Cause, ...] = (
     Cause(
         "db_connection_pool_exhausted",
-        "database connection pool exhausted (connection pool exhaustion)", "数据库连接池耗尽（connection pool exhausted）",
+        "database connection pool exhausted (connection pool exhaustion)",
         _rx(r"connection is not available", r"failed to obtain (?:jdbc )?connection", r"pool stats \([^)]*idle=0",
             r"connection leak detection", r"\bpool (?:is )?exhausted", r"no idle connections", r"too many connections",
             r"连接池(?:已)?(?:耗尽|打满|满)"),
@@ -41,7 +41,7 @@ CAUSES: tuple[Cause, ...] = (
     ),
     Cause(
         "memory_leak_oom",
-        "memory leak (heap growth ending in OutOfMemoryError / OOM kills)", "内存泄漏（堆内存持续增长，最终 OutOfMemoryError / OOM）",
+        "memory leak (heap growth ending in OutOfMemoryError / OOM kills)",
         _rx(r"outofmemoryerror", r"java heap space", r"gc overhead", r"full gc \(allocation failure\)",
             r"memory leak", r"\bunbounded\b", r"内存泄漏", r"内存溢出"),
         # Restarts alone are no leak (a crash loop restarts too); an OOM kill alone is a limit, not a leak.
@@ -49,14 +49,14 @@ CAUSES: tuple[Cause, ...] = (
     ),
     Cause(
         "disk_full",
-        "disk full (No space left on device)", "磁盘已满（No space left on device，磁盘空间耗尽）",
+        "disk full (No space left on device)",
         _rx(r"no space left on device", r"\bdisk (?:is )?full\b", r"disk usage on \S+ at (?:9\d|100)%",
             r"log rotation skipped", r"\bfull disk\b", r"磁盘(?:空间)?(?:已满|不足|写满|耗尽)"),
         (_m(r"disk_used|disk_usage|filesystem_used|volume_used", "up"), _m(r"disk_free|filesystem_avail|disk_avail", "down")),
     ),
     Cause(
         "slow_downstream_dependency",
-        "slow downstream dependency (slow queries, full table scans)", "下游依赖变慢（慢查询、全表扫描）",
+        "slow downstream dependency (slow queries, full table scans)",
         _rx(r"\bslow quer(?:y|ies)\b", r"rows_examined=\d{5,}", r"\bkey=null\b", r"full table scan", r"\bdrop index\b",
             r"timeout after \d+ ?ms calling", r"upstream \S+ timed out", r"timed out calling", r"慢查询", r"全表扫描"),
         (_m(r"downstream_latency|dependency_latency|upstream_latency", "up"),
@@ -64,7 +64,7 @@ CAUSES: tuple[Cause, ...] = (
     ),
     Cause(
         "noisy_neighbour_cpu",
-        "noisy neighbour (CPU contention on a shared node)", "吵闹邻居（共享节点上的 CPU 争用，CPU contention）",
+        "noisy neighbour (CPU contention on a shared node)",
         _rx(r"\bcpu pressure\b", r"load average [\d.]+ on \d+ vcpu", r"qosclass=besteffort", r"cpu limit=none",
             r"\bcpu steal", r"noisy neighbou?r", r"neighbou?r (?:saturat|workload|pod|task|job)", r"邻居", r"cpu ?争用"),
         (_m(r"cpu_pressure", "up"), _m(r"node_cpu_utili[sz]ation", "up"), _m(r"node_load", "up"),
@@ -73,28 +73,26 @@ CAUSES: tuple[Cause, ...] = (
     Cause(
         "db_replication_lag",
         "database replication lag (the replica lags behind the primary, stale reads)",
-        "数据库主从同步延迟（从库落后于主库，读到过期数据）",
         _rx(r"replication lag", r"replica(?:tion)? (?:is )?(?:lagging|behind)", r"seconds_behind_(?:master|source)",
             r"主从(?:同步)?延迟", r"复制延迟", r"落后于主库", r"过期数据", r"stale (?:read|data)"),
         (_m(r"replication_lag|replica_lag|seconds_behind", "up"),),
     ),
     Cause(
         "cache_memory_limit",
-        "cache memory limit reached (maxmemory): writes are rejected", "缓存内存达到上限（maxmemory，内存上限），写入被拒绝",
+        "cache memory limit reached (maxmemory): writes are rejected",
         _rx(r"\bmaxmemory\b", r"oom command not allowed", r"\bnoeviction\b", r"cachewriterejected", r"evicted_keys",
             r"内存(?:达到)?上限", r"写入被拒绝"),
         (_m(r"(?:redis|cache|memcached)_memory_used", "up"), _m(r"rejected_writes", "up"), _m(r"evicted_keys|evictions_per", "up")),
     ),
     Cause(
         "cache_disabled",
-        "cache disabled (the query cache is off, cache hit ratio collapsed)", "缓存被禁用（查询缓存关闭，缓存命中率骤降）",
+        "cache disabled (the query cache is off, cache hit ratio collapsed)",
         _rx(r"cache (?:is )?disabled", r"cache\.size=0", r"cache: miss\b", r"缓存(?:已)?(?:禁用|关闭)"),
         (_m(r"cache_hit_ratio|cache_hit_rate|hit_ratio", "down"),),
     ),
     Cause(
         "upstream_breaking_change",
         "breaking API contract change in an upstream release (the response schema changed)",
-        "上游发布引入不兼容的接口变更（响应 schema 变更）",
         _rx(r"schema_version", r"\brenamed\b", r"has field '[^']+' and no '[^']+'", r"missing (?:required )?field",
             r"unknown field", r"breaking change", r"incompatible (?:schema|response|api)", r"contract (?:change|test)",
             r"broke(?:n)? the contract", r"接口变更", r"契约", r"字段.{0,6}(?:重命名|改名|删除)"),
@@ -102,13 +100,13 @@ CAUSES: tuple[Cause, ...] = (
     ),
     Cause(
         "gc_pauses",
-        "long garbage-collection pauses", "垃圾回收（GC）停顿过长",
+        "long garbage-collection pauses",
         _rx(r"(?:gc|garbage[- ]collection) pauses?", r"to-space exhausted", r"stop-the-world"),
         (_m(r"gc_pause", "up"),),
     ),
     Cause(
         "cpu_throttling",
-        "CPU throttling (the CPU limit is too low)", "CPU 限流（CPU limit 过低）",
+        "CPU throttling (the CPU limit is too low)",
         _rx(r"\bthrottl(?:ed|ing)\b"),
         (_m(r"cpu_throttled", "up"),),
     ),
