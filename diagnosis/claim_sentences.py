@@ -13,12 +13,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from diagnosis.contracts import KNOWLEDGE_TOOLS
 from diagnosis import i18n
 from diagnosis.markdown_text import md_inline, plain_line
 from diagnosis.model_text import cap_text, id_like_tokens
 from diagnosis.redaction import redact_text
 
-KNOWLEDGE_TOOLS = frozenset({"lookup_knowledge"})
 MAX_STATEMENT_CHARS = 400
 MAX_EXCERPT_CHARS = 240
 MAX_EXCERPTS_PER_CLAIM = 3

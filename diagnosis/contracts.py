@@ -29,6 +29,9 @@ ANSWER_PLAN_VERSION = "answer_plan_v1"  # the composer's plan the server renders
 # The localiser's ranking offered to a model as a tool: a hint of where to look, never evidence.
 # The tool box runs it; the Gatekeeper refuses a citation of it (`ranking_not_evidence`).
 RANKING_TOOL = "rank_root_causes"
+# Tools whose results are runbook text, not observations of the incident: a claim citing only them is
+# documentation, answered on the labelled path, never a diagnosis.
+KNOWLEDGE_TOOLS = frozenset({"lookup_knowledge"})
 
 # --------------------------------------------------------------------------- ids
 

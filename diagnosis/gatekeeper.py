@@ -16,8 +16,8 @@ from functools import lru_cache
 from typing import Any, Protocol
 
 from diagnosis.contracts import (  # noqa: F401 - the audit's shapes, owned by contracts, used with the checks
-    BINDING_FIELDS, EXECUTOR_EVIDENCE_VERSION, GATEKEEPER_VERSION, RANKING_TOOL, BindingAudit, BindingReason,
-    ClaimAudit, EvidenceClaim, ExecutorEvidence, GatekeeperResult, Verdict,
+    BINDING_FIELDS, EXECUTOR_EVIDENCE_VERSION, GATEKEEPER_VERSION, KNOWLEDGE_TOOLS, RANKING_TOOL, BindingAudit,
+    BindingReason, ClaimAudit, EvidenceClaim, ExecutorEvidence, GatekeeperResult, Verdict,
 )
 from diagnosis.jsonpath import NOT_FOUND, JsonPathError, Segment, parse, resolve_segments
 from diagnosis.model_text import cap_text, foreign_citations, normalise_model_text
@@ -31,7 +31,6 @@ MIN_EXCERPT_CHARS_FLOOR = 2
 # The part of every tool result that records what was asked (arguments, query, service, notes
 # about them): the model's own words, never evidence.
 REQUEST_KEY = "request"
-KNOWLEDGE_TOOLS = frozenset({"lookup_knowledge"})
 
 
 class ClaimReason(StrEnum):

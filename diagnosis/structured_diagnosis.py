@@ -22,6 +22,7 @@ from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from diagnosis.contracts import KNOWLEDGE_TOOLS
 from diagnosis.jsonpath import JsonPathError, parse
 from diagnosis.localisation.taxonomy import CAUSE_KIND_BY_ID, CAUSE_KINDS
 
@@ -30,7 +31,6 @@ CLAIM_ID_RE = re.compile(CLAIM_ID_PATTERN)
 OUTCOMES = ("root_cause", "nothing_wrong", "undetermined")
 CAUSE_KIND_IDS = tuple(kind.id for kind in CAUSE_KINDS)
 MAX_SYMPTOMS = 12
-KNOWLEDGE_TOOLS = frozenset({"lookup_knowledge"})
 SERVICE_LABELS = ("service", "app", "app.kubernetes.io/name", "app_kubernetes_io_name", "k8s-app", "application", "job")
 ERROR_LEVELS = frozenset({"error", "err", "fatal", "critical", "crit", "panic", "alert", "emerg", "emergency", "severe"})
 _ISO = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?$")
