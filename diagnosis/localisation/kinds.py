@@ -53,9 +53,10 @@ _WORDS: tuple[tuple[str, str, float], ...] = (
     ("dependency.cache", r"缓存|redis|memcache|cache|maxmemory|evict", 1.5),
     ("dependency.queue", r"消息队列|消息积压|消费延迟|kafka|rabbit|amqp|broker|consumer|partition|nats|sqs|pubsub|queue", 1.5),
     ("dependency.external_api", r"third[- ]party|external api|partner|provider|upstream api|vendor", 1.5),
-    ("data.schema", r"column|no such table|doesn't exist|does not exist|schema|migration|undefined table|"
+    # A parser's "line 1 column 5" is a position in a text, not a table's column: only a column missing counts.
+    ("data.schema", r"no such (?:table|column)|doesn't exist|does not exist|schema|migration|undefined (?:table|column)|"
                     r"unknown column|relation \S+ does not exist|missing field", 2.5),
-    ("data.poison_message", r"deserializ|unmarshal|malformed|cannot (?:parse|decode)|unparseable|poison|"
+    ("data.poison_message", r"deserializ|unmarshal|malformed|cannot (?:parse|decode)|[a-z]*decod(?:e|ing) ?error|unparseable|poison|"
                             r"dead[- ]letter|dlq|invalid (?:json|payload|message|record)", 2.5),
     ("capacity.rate_limit", r"限流|rate ?limit|too many requests|429(?!\d)|throttl|slow down|request limit", 3.0),
     ("capacity.quota", r"配额|quota|limit exceeded|exceeded (?:the )?limit|resourceexhausted|insufficient quota", 3.0),

@@ -214,3 +214,15 @@ def test_an_error_that_says_disabled_announces_no_change():
     notice = [(-2000, "", "feature checkout_v2 enabled by operator")]
     signals, _ = all_signals(read_evidence(Results().logs("velt", quiet + errors + notice).items))
     assert [s.text for s in signals if s.source == "change"] == ["feature checkout_v2 enabled by operator"]
+
+
+@pytest.mark.parametrize("line, kind", [
+    ("json.decoder.JSONDecodeError: Expecting value: line 1 column 1 (char 0)", "data.poison_message"),
+    ('serde_json::Error("trailing characters", line: 1, column: 17): decoding error in message 7@12', "data.poison_message"),
+    ('ERROR:  column "discount_code" does not exist at character 8', "data.schema"),
+    ("Error 1054 (42S22): Unknown column 'discount_code' in 'field list'", "data.schema"),
+    ("sqlite3.OperationalError: no such column: discount_code", "data.schema"),
+])
+def test_a_parsers_line_and_column_are_a_position_not_a_tables_column(line, kind):
+    votes = word_votes(line)
+    assert max(votes, key=votes.get) == kind
