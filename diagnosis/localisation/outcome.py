@@ -21,7 +21,8 @@ from typing import Any, Iterable, Mapping
 from diagnosis.localisation.graph import Edge, DependencyGraph, build_graph, named_in
 from diagnosis.localisation.kinds import change_kind, word_votes
 from diagnosis.localisation.levels import at_least
-from diagnosis.localisation.ranking import TOLERANCE_S, Candidate, cause_kind, candidates_of, explain, rank, starved
+from diagnosis.localisation.ranking import (TOLERANCE_S, Candidate, busy_only, cause_kind, candidates_of, explain, rank,
+                                           starved)
 from diagnosis.localisation.records import Evidence, Ref, read_evidence, service_of
 from diagnosis.localisation.signals import MIN_BASELINE_S, Signal, all_signals
 
@@ -126,10 +127,15 @@ def localise_evidence(evidence: Evidence, subject: Iterable[str] = ()) -> Locali
     result = Localisation("nothing_wrong", candidates=ranked, subject=subject, without_data=without, context=context,
                           graph=graph)
     # A node is a root only when it explains a workload on it: a busy node alone harms nobody.
+    # Nor is a workload that is only busier: its own CPU use rose, below any ceiling, and it harms no workload.
+    # It stays in the ranking, after the rest.
+    def idle_busy(c: Candidate) -> bool:
+        return busy_only(c) and all(e in graph.nodes for e in c.explains)
+    ranked.sort(key=idle_busy)
     roots = [c for c in ranked if c.explained_by is None and c.strength >= MIN_ROOT_STRENGTH
-             and (c.service not in graph.nodes or c.explains)]
+             and (c.service not in graph.nodes or c.explains) and not idle_busy(c)]
     if not roots:
-        if any(c.strength >= MIN_ROOT_STRENGTH and c.service not in graph.nodes for c in ranked):
+        if any(c.strength >= MIN_ROOT_STRENGTH and c.service not in graph.nodes and not idle_busy(c) for c in ranked):
             result.outcome, result.reason = "undetermined", "cycle"
         elif _unjudged_errors(evidence, subject):
             result.outcome, result.reason = "undetermined", "no_baseline"

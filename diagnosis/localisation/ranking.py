@@ -90,6 +90,13 @@ def starved(candidate: Candidate) -> bool:
                for s in candidate.faults)
 
 
+def busy_only(candidate: Candidate) -> bool:
+    """Busier, not broken: all it shows is its own CPU use rising, below any ceiling it has, with nothing
+    slower, failing, throttled or starved. Load alone (a traffic spike, a batch run) is not a fault."""
+    return all(s.source == "metric" and s.kind == "cpu" and "ceiling" not in s.detail
+               and not _STARVED.search(s.text) for s in candidate.faults)
+
+
 def _slowed_by_node(workload: Candidate, node: Candidate, graph: DependencyGraph) -> bool:
     """A node short of memory or CPU slows every workload placed on it: a workload that shows only symptoms
     there (slower, failing, queueing) has nothing of its own that a node could not cause."""
@@ -116,6 +123,8 @@ def explain(candidates: dict[str, Candidate], graph: DependencyGraph) -> None:
             if edge.via == "placement" and not _shares_resource(candidate, dependency) \
                     and not _slowed_by_node(candidate, dependency, graph):
                 continue  # a node explains starvation of what it is short of, not an application's own errors
+            if edge.via != "placement" and busy_only(dependency):
+                continue  # a dependency that is only busier serves its callers as before
             if _only_waited_for(dependency) and any(s.kind == "saturation" for s in candidate.faults):
                 continue  # callers that waited on it, while it shows nothing itself: the caller's own pool ran dry
             options.append((dependency.onset if dependency.onset is not None else math.inf,

@@ -268,14 +268,33 @@ def test_an_external_api_the_cluster_declares_is_named_by_its_role_when_only_its
 
 def test_an_earlier_anomaly_that_accounts_for_nothing_does_not_answer_for_a_root_that_does():
     results = _caller_and_database(database_onset=42, caller_onset=44)
-    # An unrelated service's CPU rose ten minutes earlier; nothing depends on it.
-    results.metric({"__name__": "container_cpu_usage_seconds_total", "service": "wendle"},
-                   [60.0 * i * (0.2 if i < 32 else 0.9) for i in range(60)])
+    # An unrelated service began failing ten minutes earlier; nothing depends on it.
+    results.metric({"__name__": "http_requests_errors_total", "service": "wendle"}, stepped(0.1, 30, 32))
+    results.logs("wendle", [(-3400 + i * 120, "", f"export batch {i} written") for i in range(12)]
+                 + [(-(60 - 32) * 60 + i * 60, "ERROR", "export failed: write /data/out.csv: no space left on device")
+                    for i in range(10)])
     found = localise(results.items, ["fobrel"])
     assert (found.outcome, found.reason) == ("undetermined", "not_separated")
     assert [c.service for c in found.candidates[:2]] == ["wendle", "quastor"]
     # Asked about it directly, it is the answer.
     assert localise(results.items, ["wendle"]).outcome == "root_cause"
+
+
+def test_a_workload_that_is_only_busier_is_no_root_and_ranks_after_the_one_that_is():
+    results = _caller_and_database(database_onset=42, caller_onset=44)
+    # An unrelated service's CPU use rose ten minutes earlier (a batch run): no ceiling, nothing slower.
+    busy = {"__name__": "container_cpu_usage_seconds_total", "service": "wendle"}
+    results.metric(busy, [60.0 * i * (0.2 if i < 32 else 0.9) for i in range(60)])
+    found = localise(results.items, ["fobrel"])
+    assert (found.outcome, found.root) == ("root_cause", "quastor")
+    assert [c.service for c in found.candidates][-1] == "wendle"
+    alone = Results()
+    alone.metric(busy, [60.0 * i * (0.2 if i < 32 else 0.9) for i in range(60)])
+    assert localise(alone.items, ["wendle"]).outcome == "nothing_wrong"
+    # Throttled, it is short of CPU: a fault.
+    alone.metric({"__name__": "container_cpu_cfs_throttled_periods_total", "service": "wendle"},
+                 [600.0 * i * (0.01 if i < 32 else 0.9) for i in range(60)])
+    assert localise(alone.items, ["wendle"]).outcome != "nothing_wrong"
 
 
 def test_a_server_refusing_the_credentials_its_one_caller_just_rotated_has_that_caller_as_the_root():
