@@ -226,6 +226,11 @@ def _one_per_series_name(signals: list[Signal]) -> list[Signal]:
     return out + list(best.values())
 
 
+# A server's own connection limit, as its callers are told of it (not a caller's client pool running dry).
+_SERVER_LIMIT = re.compile(r"too many (?:connections|clients)|max_connections|remaining connection slots|"
+                           r"connection limit|sorry, too many", re.I)
+
+
 # What a datastore, cache or queue shows when it is the one failing: its connections run out, its memory
 # reaches the ceiling it was given (a cache's maxmemory, a broker's watermark) and it refuses writes or blocks
 # publishers. Named by its role, the dependency that failed; the memory series stays its evidence.
@@ -247,7 +252,10 @@ def cause_kind(candidate: Candidate, context: list[Signal], caller_lines: list[s
     observed = {k for k, v in votes.items() if v >= 1.0 and k not in GENERIC | _ROLE_SHOWS
                 and not k.startswith("dependency.")}
     for text in caller_lines:  # what its callers say about it
-        votes.update({k: 0.5 * v for k, v in word_votes(text, names).items()})
+        said = word_votes(text, names)
+        if not _SERVER_LIMIT.search(text):
+            said.pop("resource.pool", None)  # the caller's own client pool, filled while it waited for this one
+        votes.update({k: 0.5 * v for k, v in said.items()})
     for text in own_lines:  # its own error shapes, also those with no rate change (a job that only fails)
         votes.update({k: 0.75 * v for k, v in word_votes(text, names).items()})
     onset = candidate.onset

@@ -400,3 +400,22 @@ def test_what_a_service_measured_on_itself_names_its_kind_however_many_callers_s
     assert found.root == "trimble-cache"
     top = found.top()
     assert top.kind_votes["network.refused"] > top.kind_votes["network.loss"] and top.kind == "network.loss"
+
+
+def _callers_of_a_slow_server(line: str) -> Results:
+    """pandor-api's errors name its dependency grelt-db (slower from minute 41) with ``line``."""
+    results = Results()
+    results.metric({"__name__": "http_request_duration_seconds", "service": "grelt-db"}, stepped(0.01, 0.9, 41))
+    results.metric({"__name__": "http_requests_errors_total", "service": "pandor-api"}, stepped(0.1, 30, 42))
+    results.logs("pandor-api", [(-3000 + i * 120, "", f"GET /v1/carts 200 in {40 + i} ms") for i in range(20)]
+                 + [(-(60 - 42) * 60 + i * 45, "ERROR", line.format(i=i)) for i in range(12)])
+    return results
+
+
+def test_a_callers_client_pool_running_dry_is_not_the_kind_of_the_dependency_it_waited_for():
+    waited = localise(_callers_of_a_slow_server(
+        "Connection pool is full, discarding connection: grelt-db. Connection pool size: {i}").items, ["pandor-api"])
+    assert waited.top().service == "grelt-db" and waited.top().kind_votes["resource.pool"] == 0
+    refused = localise(_callers_of_a_slow_server(
+        'connection to server at "grelt-db" failed: FATAL: sorry, too many clients already ({i})').items, ["pandor-api"])
+    assert refused.top().service == "grelt-db" and refused.top().kind_votes["resource.pool"] > 0
