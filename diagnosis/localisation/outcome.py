@@ -16,6 +16,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 from dataclasses import dataclass, field, replace
+from functools import partial
 from typing import Any, Iterable, Mapping
 
 from diagnosis.localisation.graph import Edge, DependencyGraph, build_graph, named_in
@@ -127,10 +128,8 @@ def localise_evidence(evidence: Evidence, subject: Iterable[str] = ()) -> Locali
     result = Localisation("nothing_wrong", candidates=ranked, subject=subject, without_data=without, context=context,
                           graph=graph)
     # A node is a root only when it explains a workload on it: a busy node alone harms nobody.
-    # Nor is a workload that is only busier: its own CPU use rose, below any ceiling, and it harms no workload.
-    # It stays in the ranking, after the rest.
-    def idle_busy(c: Candidate) -> bool:
-        return busy_only(c) and all(e in graph.nodes for e in c.explains)
+    # Nor is a workload that is only busier (`_idle_busy`): it stays in the ranking, after the rest.
+    idle_busy = partial(_idle_busy, nodes=graph.nodes)
     ranked.sort(key=idle_busy)
     roots = [c for c in ranked if c.explained_by is None and c.strength >= MIN_ROOT_STRENGTH
              and (c.service not in graph.nodes or c.explains) and not idle_busy(c)]
@@ -211,6 +210,11 @@ def named_signals(signals: list[Signal], evidence: Evidence, graph: DependencyGr
                 out.append(Signal(service, "named", kind, signal.onset, 0.6, list(signal.refs), signal.text,
                                   detail={"caller": signal.entity}))
     return out
+
+
+def _idle_busy(candidate: Candidate, nodes: set[str]) -> bool:
+    """Only busier (its own CPU use rose, below any ceiling), and harming no workload."""
+    return busy_only(candidate) and all(e in nodes for e in candidate.explains)
 
 
 def placed_signals(signals: list[Signal], graph: DependencyGraph) -> list[Signal]:
