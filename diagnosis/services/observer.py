@@ -61,6 +61,7 @@ from diagnosis.llm.base import Usage
 from diagnosis.models import AgentStep, DiagnosisRun, RunEvent, ToolInvocation
 from diagnosis.observability import metrics
 from diagnosis.progress_names import checked_event, violation_event
+from diagnosis.selectors import run_places
 from diagnosis.services.lifecycle import LeaseLost
 from diagnosis.services.live_progress import publish_event
 from diagnosis.services.step_fence import fence_folds, steps_insert_fenced
@@ -139,27 +140,9 @@ class RunLease:
         self.stop()
 
 
-def _run_places(run_pk: int) -> tuple[int | None, int, int]:
-    """(last step index, place of the run's last progress event, number of tool invocations), in one read:
-    what an earlier execution of the run left. The place is 0 before the first event; an event from
-    before the shared numbering counts by its primary key, so later events follow it."""
-    q = connection.ops.quote_name
-    steps, calls, events = (q(model._meta.db_table) for model in (AgentStep, ToolInvocation, RunEvent))
-    where = f"WHERE {q('run_id')} = %s"
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"SELECT (SELECT MAX({q('step_index')}) FROM {steps} {where}), (SELECT MAX({q('seq')}) FROM {steps} {where}),"
-            f" (SELECT MAX({q('end_seq')}) FROM {steps} {where}), (SELECT MAX({q('seq')}) FROM {calls} {where}),"
-            f" (SELECT COUNT(*) FROM {calls} {where}),"
-            f" (SELECT MAX(COALESCE({q('seq')}, {q('id')})) FROM {events} {where})", [run_pk] * 6)
-        last_index, step_seq, end_seq, call_seq, call_count, event_place = cursor.fetchone()
-    place = max((int(p) for p in (step_seq, end_seq, call_seq, event_place) if p is not None), default=0)
-    return last_index, place, int(call_count)
-
-
 def run_last_seq(run_pk: int) -> int:
-    """The place of the run's last progress event, 0 before its first (see `_run_places`)."""
-    return _run_places(run_pk)[1]
+    """The place of the run's last progress event, 0 before its first (see `selectors.run_places`)."""
+    return run_places(run_pk).place
 
 
 def run_event_append(*, run_pk: int, kind: str, data: dict) -> RunEvent:
@@ -182,7 +165,7 @@ class DbRunObserver:
         self.session_id = run.session.session_id
         # What an earlier execution of the run left (a retry after a lost worker): one read, and its
         # invocation ids only when there are some. `seq` is the place of the run's last event.
-        last_index, self.seq, call_count = _run_places(run.pk)
+        last_index, self.seq, call_count = run_places(run.pk)
         self.next_index = 0 if last_index is None else last_index + 1
         self._used_ids = set(ToolInvocation.objects.filter(run_id=run.pk).values_list("invocation_id", flat=True)
                              if call_count else ())

@@ -165,3 +165,41 @@ def test_a_step_s_end_and_the_next_step_s_start_are_written_together(make_run, r
     started = AgentStep.objects.get(pk=second)
     assert second != first and (started.step_index, started.status, started.model_input) == (1, "RUNNING", ["p"])
     assert ToolInvocation.objects.get(run=observer.run).step_id == first
+
+
+@pytest.mark.parametrize("between", [0, 1, 2, 3])
+def test_a_reader_gets_the_log_up_to_a_place_when_a_group_lands_between_its_reads(make_run, between):
+    """The writer commits a group (a node event, a tool call, the next step's start: places 2, 3, 4) after
+    the reader's `between`-th statement. A step, a call and the events before them are read by separate
+    statements, but the reader gives a whole prefix of the log, never a later event without an earlier
+    one (a live stream would then pass the earlier one by for good), and the next read gives the rest."""
+    from diagnosis.services.observer import DbRunObserver
+
+    run = make_run("Why is payment-service failing?")
+    observer = DbRunObserver(run)
+    observer.event("status", {"status": "RUNNING", "runId": run.run_id})
+    observer.commit(fence=False)
+    seen = {"statements": 0}
+
+    def land_the_group():
+        observer.event("node", {"node": "planner"})
+        observer.record(tool_name="query_logs", arguments={}, status="SUCCESS", result={"n": 1}, truncated=False,
+                        error_message="", duration_ms=1, retrieval_details=None)
+        observer.step_start(node="executor", agent="executor", attempt=1, model_input=[], model_name="m")
+
+    def wrapper(execute, sql, params, many, context):
+        if seen["statements"] == between:
+            seen["statements"] = None  # once; the group's own statements pass through
+            land_the_group()
+        result = execute(sql, params, many, context)
+        if seen["statements"] is not None:
+            seen["statements"] += 1
+        return result
+
+    with connection.execute_wrapper(wrapper):
+        first = run_events_after(run_pk=run.pk, after=0)
+    assert seen["statements"] is None, "the group landed during the read"
+    places = [event.id for event in first]
+    assert places == list(range(1, len(places) + 1)), [(e.id, e.kind) for e in first]
+    rest = run_events_after(run_pk=run.pk, after=places[-1])
+    assert [(e.id, e.kind) for e in first + rest] == [(1, "status"), (2, "node"), (3, "tool"), (4, "step")]
