@@ -82,8 +82,8 @@ class TraceRunSerializer(RunColumnsSerializer):
         return orchestration_trace_read(run.orchestration_trace)
 
 
-# The session's, a step's and a tool call's columns below read alike (camelCase name = field of its source
-# column): each is another table's row, with no field of one standing for a field of another.
+# The run's columns (above), the session's, a step's and a tool call's (below) read alike (camelCase name =
+# field of its source column): each is another table's row, with no field of one standing for another's.
 class TraceChatSessionSerializer(serializers.Serializer):
     sessionId = serializers.CharField(source="session_id")
     title = serializers.CharField()
