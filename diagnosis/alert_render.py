@@ -20,6 +20,8 @@ from diagnosis.model_text import foreign_citations
 from diagnosis.localisation.taxonomy import CAUSE_KIND_BY_ID
 
 # The report's wording: English msgids, translated by diagnosis.i18n (the Chinese is in diagnosis/locale).
+# A msgid a line, as answer_render and the verifier declare theirs: alike in shape only, each module owns
+# the texts it writes (the alert report's wording changes without touching the answer's).
 TABLE_HEAD = i18n.mark("| alert | service | severity | state | since | analysed |")
 ALERTS_HEAD = i18n.mark("**Active alerts**")
 NO_ALERTS = i18n.mark("No active alert.")

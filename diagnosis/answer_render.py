@@ -44,6 +44,8 @@ MAX_SUGGESTIONS = 5
 MAX_CLAIMS_PER_SECTION = 12
 
 # The answer's wording: English msgids, translated by diagnosis.i18n (the Chinese is in diagnosis/locale).
+# A msgid a line, as alert_render and the verifier declare theirs: alike in shape only, each module owns the
+# texts it writes (one shared list would tie the answer's wording to the alert report's).
 INTRO_PASS = i18n.mark("Every sentence below is a claim the Gatekeeper verified against this run's own tool output; "
                        "the quoted excerpt and its citation follow each sentence.")
 INTRO_LOW = i18n.mark("Confidence is limited. Every sentence below is a verified claim followed by its quoted evidence.")

@@ -1,6 +1,7 @@
-"""Per-view input and output serializers of the traces API; camelCase on the wire, none shared.
+"""Per-view input and output serializers of the traces API; camelCase on the wire.
 
-Each group below belongs to one view in `traces.api`. The JSON columns (model input, tool
+Each group below belongs to one view in `traces.api`; the only one shared is the run's columns, which the
+trace and the run list both show. The JSON columns (model input, tool
 arguments, self evaluation …) are passed through as stored.
 """
 
@@ -34,9 +35,10 @@ class TraceInputSerializer(serializers.Serializer):
     runId = serializers.CharField(validators=[_run_id], trim_whitespace=False)
 
 
-class TraceRunSerializer(serializers.Serializer):
+# The run's columns that both run views show (its trace and the session's run list): one owner, so the two
+# wire shapes cannot drift apart; each view's serializer adds its own fields.
+class RunColumnsSerializer(serializers.Serializer):
     runId = serializers.CharField(source="run_id")
-    sessionId = serializers.CharField(source="session.session_id")
     agentFlow = serializers.CharField(source="agent_flow")
     strategy = serializers.CharField()
     status = serializers.CharField()
@@ -44,26 +46,32 @@ class TraceRunSerializer(serializers.Serializer):
     answer = serializers.CharField()
     degraded = serializers.BooleanField()
     effectiveVerdict = serializers.CharField(source="effective_verdict")
-    selfEvaluation = serializers.JSONField(source="self_evaluation")
-    diagnosis = StructuredDiagnosisField(allow_null=True, help_text="the structured diagnosis, as GET /api/runs/{runId}")
-    orchestrationTrace = serializers.SerializerMethodField()
     feedback = serializers.CharField(allow_null=True)
-    feedbackComment = serializers.CharField(source="feedback_comment")
     feedbackAt = serializers.DateTimeField(source="feedback_at", allow_null=True)
     errorCode = serializers.CharField(source="error_code")
-    errorMessage = serializers.CharField(source="error_message")
     durationMs = serializers.IntegerField(source="duration_ms", allow_null=True)
     stepCount = serializers.IntegerField(source="step_count")
     toolCount = serializers.IntegerField(source="tool_count")
     promptTokens = serializers.IntegerField(source="prompt_tokens")
     completionTokens = serializers.IntegerField(source="completion_tokens")
     modelName = serializers.CharField(source="model_name")
-    promptVersion = serializers.CharField(source="prompt_version")
-    replayOf = serializers.SerializerMethodField(help_text="The recorded run this run replays, if any.")
-    replayOptions = serializers.JSONField(source="replay_options", allow_null=True)
     createdAt = serializers.DateTimeField(source="created_at")
     startedAt = serializers.DateTimeField(source="started_at", allow_null=True)
     finishedAt = serializers.DateTimeField(source="finished_at", allow_null=True)
+
+
+class TraceRunSerializer(RunColumnsSerializer):
+    """The run's columns, and what only its trace shows (the diagnosis, the orchestration, the replay)."""
+
+    sessionId = serializers.CharField(source="session.session_id")
+    selfEvaluation = serializers.JSONField(source="self_evaluation")
+    diagnosis = StructuredDiagnosisField(allow_null=True, help_text="the structured diagnosis, as GET /api/runs/{runId}")
+    orchestrationTrace = serializers.SerializerMethodField()
+    feedbackComment = serializers.CharField(source="feedback_comment")
+    errorMessage = serializers.CharField(source="error_message")
+    promptVersion = serializers.CharField(source="prompt_version")
+    replayOf = serializers.SerializerMethodField(help_text="The recorded run this run replays, if any.")
+    replayOptions = serializers.JSONField(source="replay_options", allow_null=True)
 
     def get_replayOf(self, run: DiagnosisRun) -> str | None:  # noqa: N802 (wire name)
         if not run.replay_of_id:
@@ -74,6 +82,8 @@ class TraceRunSerializer(serializers.Serializer):
         return orchestration_trace_read(run.orchestration_trace)
 
 
+# The run's columns (above), the session's, a step's and a tool call's (below) read alike (camelCase name =
+# field of its source column): each is another table's row, with no field of one standing for another's.
 class TraceChatSessionSerializer(serializers.Serializer):
     sessionId = serializers.CharField(source="session_id")
     title = serializers.CharField()
@@ -142,29 +152,9 @@ class RunListInputSerializer(serializers.Serializer):
     cursor = serializers.CharField(required=False, max_length=512)
 
 
-# The run's columns again, as in TraceRunSerializer: per-view serializers (docs: none shared), so each view's
-# wire shape changes on its own.
-class RunListItemSerializer(serializers.Serializer):
-    runId = serializers.CharField(source="run_id")
-    agentFlow = serializers.CharField(source="agent_flow")
-    strategy = serializers.CharField()
-    status = serializers.CharField()
-    question = serializers.CharField()
-    answer = serializers.CharField()
-    degraded = serializers.BooleanField()
-    effectiveVerdict = serializers.CharField(source="effective_verdict")
-    feedback = serializers.CharField(allow_null=True)
-    feedbackAt = serializers.DateTimeField(source="feedback_at", allow_null=True)
-    errorCode = serializers.CharField(source="error_code")
-    durationMs = serializers.IntegerField(source="duration_ms", allow_null=True)
-    stepCount = serializers.IntegerField(source="step_count")
-    toolCount = serializers.IntegerField(source="tool_count")
-    promptTokens = serializers.IntegerField(source="prompt_tokens")
-    completionTokens = serializers.IntegerField(source="completion_tokens")
-    modelName = serializers.CharField(source="model_name")
-    createdAt = serializers.DateTimeField(source="created_at")
-    startedAt = serializers.DateTimeField(source="started_at", allow_null=True)
-    finishedAt = serializers.DateTimeField(source="finished_at", allow_null=True)
+class RunListItemSerializer(RunColumnsSerializer):
+    """The run's columns, and the link to its trace."""
+
     links = serializers.SerializerMethodField()
 
     def get_links(self, run: DiagnosisRun) -> dict[str, str]:

@@ -118,6 +118,8 @@ class Usage:
         }
 
 
+# Alike in shape to tools.registry.ToolOutcome only (an id, a tool name, arguments): a model's request, not what
+# the call produced.
 @dataclass(frozen=True)
 class ToolCall:
     id: str
@@ -156,6 +158,7 @@ class ChatRequest:
         if self.max_tokens is not None and self.max_tokens <= 0:
             raise ValueError(f"max_tokens must be positive, got {self.max_tokens}")
 
+    # This and ChatReply below are shaped like tools.backends.traces' `is_error` and TraceQuery: a likeness, no logic.
     @property
     def wants_json(self) -> bool:
         return self.response_format == "json"

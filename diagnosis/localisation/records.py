@@ -104,6 +104,7 @@ class Placement:
     ip: str | None
 
 
+# A field list of lists, alike in shape to the composer's AnswerPlan: no logic to share.
 @dataclass
 class Evidence:
     logs: list[LogRecord] = field(default_factory=list)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, fields
+from string import Formatter
 from typing import ClassVar, Mapping
 
 
@@ -104,43 +105,67 @@ class MetricMove(Finding):
         return f"Metric {self.metric} of {self.service} is anomalous ({self.direction}): {self.detail}"
 
 
+_WORD = r"\S+"  # a field's shape unless said otherwise: one word
+
+
+def _pattern(template: str, shapes: Mapping[str, str]) -> re.Pattern[str]:
+    """The regex that reads back a filled ``template``: its text as is, each field a named group."""
+    parts = [re.escape(text) + (f"(?P<{name}>{shapes.get(name, _WORD)})" if name else "")
+             for text, name, _, _ in Formatter().parse(template)]
+    return re.compile("^" + "".join(parts) + "$", re.S)
+
+
 @dataclass(frozen=True)
-class QuietLogs(Finding):
+class Sentence(Finding):
+    """A finding that is one sentence template: its statement fills the template, and its pattern is drawn
+    from the same template, so what is written and what is read back cannot drift apart."""
+
+    TEMPLATE: ClassVar[str]  # str.format fields, one per dataclass field
+    SHAPES: ClassVar[Mapping[str, str]] = {}  # a field's regex when it is not one word
+
+    def __init_subclass__(cls, **kwargs) -> None:
+        super().__init_subclass__(**kwargs)
+        if "TEMPLATE" in cls.__dict__:
+            cls.PATTERN = _pattern(cls.TEMPLATE, cls.SHAPES)
+
+    def statement(self) -> str:
+        return self.TEMPLATE.format(**{f.name: getattr(self, f.name) for f in fields(self)})
+
+
+# The sentences below differ only in their words, each declared once: its fields, its template and the
+# shape of the fields that are not one word.
+_REST = {"rest": ".*"}
+
+
+@dataclass(frozen=True)
+class QuietLogs(Sentence):
     service: str
     quiet: str  # "no ERROR or WARN lines" | "no ERROR lines"
     count: str
     rest: str
 
-    PATTERN = re.compile(r"^Logs of (?P<service>\S+): (?P<quiet>no ERROR(?: or WARN)? lines) among (?P<count>\d+) lines"
-                         r"(?P<rest>.*)$", re.S)
-
-    def statement(self) -> str:
-        return f"Logs of {self.service}: {self.quiet} among {self.count} lines{self.rest}"
+    TEMPLATE = "Logs of {service}: {quiet} among {count} lines{rest}"
+    SHAPES = {"quiet": r"no ERROR(?: or WARN)? lines", "count": r"\d+", **_REST}
 
 
-# Each finding is its fields, the pattern that reads its statement and the statement: alike in shape by design.
 @dataclass(frozen=True)
-class LogPattern(Finding):
+class LogPattern(Sentence):
     service: str
     count: str
     level: str
     rest: str
 
-    PATTERN = re.compile(r"^Logs of (?P<service>\S+): (?P<count>\d+) (?P<level>[A-Z]+) (?P<rest>lines? like .*)$", re.S)
-
-    def statement(self) -> str:
-        return f"Logs of {self.service}: {self.count} {self.level} {self.rest}"
+    TEMPLATE = "Logs of {service}: {count} {level} {rest}"
+    SHAPES = {"count": r"\d+", "level": r"[A-Z]+", "rest": r"lines? like .*"}
 
 
 @dataclass(frozen=True)
-class HealthyMetrics(Finding):
+class HealthyMetrics(Sentence):
     service: str
     names: str
 
-    PATTERN = re.compile(r"^Metrics of (?P<service>\S+) stay near baseline: (?P<names>.+)\.$", re.S)
-
-    def statement(self) -> str:
-        return f"Metrics of {self.service} stay near baseline: {self.names}."
+    TEMPLATE = "Metrics of {service} stay near baseline: {names}."
+    SHAPES = {"names": ".+"}
 
     @property
     def metric_names(self) -> list[str]:
@@ -148,64 +173,53 @@ class HealthyMetrics(Finding):
 
 
 @dataclass(frozen=True)
-class AlertFiring(Finding):
+class AlertFiring(Sentence):
     name: str
     state: str
     service: str
     rest: str
 
-    PATTERN = re.compile(r"^Alert (?P<name>\S+) is (?P<state>\w+) for (?P<service>\S+)(?P<rest>.*)$", re.S)
-
-    def statement(self) -> str:
-        return f"Alert {self.name} is {self.state} for {self.service}{self.rest}"
+    TEMPLATE = "Alert {name} is {state} for {service}{rest}"
+    SHAPES = {"state": r"\w+", **_REST}
 
 
 @dataclass(frozen=True)
-class RunbookMismatch(Finding):
+class RunbookMismatch(Sentence):
     title: str
     cause: str
     metric: str
     service: str
     rest: str
 
-    PATTERN = re.compile(r"^Runbook \"(?P<title>[^\"]*)\" points to (?P<cause>[a-z_]+), but (?P<metric>\S+) of "
-                         r"(?P<service>\S+) stays near baseline(?P<rest>.*)$", re.S)
-
-    def statement(self) -> str:
-        return f"Runbook \"{self.title}\" points to {self.cause}, but {self.metric} of {self.service} stays near baseline{self.rest}"
+    TEMPLATE = "Runbook \"{title}\" points to {cause}, but {metric} of {service} stays near baseline{rest}"
+    SHAPES = {"title": r'[^"]*', "cause": r"[a-z_]+", **_REST}
 
 
 @dataclass(frozen=True)
-class RunbookAdvice(Finding):
+class RunbookAdvice(Sentence):
     title: str
     advice: str
 
-    PATTERN = re.compile(r"^Runbook \"(?P<title>[^\"]*)\" advises: (?P<advice>.*)$", re.S)
-
-    def statement(self) -> str:
-        return f"Runbook \"{self.title}\" advises: {self.advice}"
+    TEMPLATE = "Runbook \"{title}\" advises: {advice}"
+    SHAPES = {"title": r'[^"]*', "advice": ".*"}
 
 
 @dataclass(frozen=True)
-class Change(Finding):
+class Change(Sentence):
     service: str
     at: str
     rest: str
 
-    PATTERN = re.compile(r"^Change in (?P<service>\S+) at (?P<at>\S+): (?P<rest>.*)$", re.S)
-
-    def statement(self) -> str:
-        return f"Change in {self.service} at {self.at}: {self.rest}"
+    TEMPLATE = "Change in {service} at {at}: {rest}"
+    SHAPES = _REST
 
 
 @dataclass(frozen=True)
-class Other(Finding):
+class Other(Sentence):
     text: str
 
-    PATTERN = re.compile(r"^(?P<text>.*)$", re.S)
-
-    def statement(self) -> str:
-        return self.text
+    TEMPLATE = "{text}"
+    SHAPES = {"text": ".*"}
 
 
 # Order matters: the more specific shape first (quiet logs before log patterns, a mismatch before advice).

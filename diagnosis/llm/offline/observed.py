@@ -7,7 +7,7 @@ import json
 import re
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping
+from typing import Any, ClassVar, Iterable, Mapping
 
 from diagnosis.llm.offline.lexicon import (
     CAUSES,
@@ -43,9 +43,23 @@ class LogLine:
         return _binding(self.invocation_id, self.tool, self.path, self.message)
 
 
+class _Labelled:
+    """A record named by its Prometheus labels (a series, an alert): its name and its service are labels."""
+
+    NAME_LABEL: ClassVar[str]
+
+    @property
+    def name(self) -> str:
+        return self.labels.get(self.NAME_LABEL, "")
+
+    @property
+    def service(self) -> str:
+        return self.labels.get("service", "")
+
+
 # Alike in shape to other record dataclasses (an id, labels, points) only: a field list, no logic to share.
 @dataclass
-class Series:
+class Series(_Labelled):
     invocation_id: str
     index: int
     labels: dict[str, str]
@@ -61,14 +75,7 @@ class Series:
     severity: float = 0.0
     limit: Series | None = None
 
-    # The label accessors of a metric and of an alert (below) are alike in shape: one line each, nothing to share.
-    @property
-    def name(self) -> str:
-        return self.labels.get("__name__", "")
-
-    @property
-    def service(self) -> str:
-        return self.labels.get("service", "")
+    NAME_LABEL = "__name__"
 
     @property
     def anomalous(self) -> bool:
@@ -79,7 +86,7 @@ class Series:
 
 
 @dataclass
-class Alert:
+class Alert(_Labelled):
     invocation_id: str
     index: int
     labels: dict[str, str]
@@ -88,13 +95,7 @@ class Alert:
     state: str
     active_at: str
 
-    @property
-    def name(self) -> str:
-        return self.labels.get("alertname", "")
-
-    @property
-    def service(self) -> str:
-        return self.labels.get("service", "")
+    NAME_LABEL = "alertname"
 
     @property
     def text(self) -> str:

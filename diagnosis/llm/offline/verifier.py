@@ -29,7 +29,8 @@ TELEMETRY_TOOLS = ("query_logs", "query_metrics", "query_alerts")
 # Views of a service that do not restate each other: a root cause two of them show is corroborated.
 INDEPENDENT_VIEWS = frozenset({"query_logs", "query_metrics", "query_kubernetes", "query_traces"})
 # What the verifier says, in the language of the question (the composer quotes it): English msgids,
-# translated by diagnosis.i18n.
+# translated by diagnosis.i18n. A msgid a line, as answer_render and alert_render declare theirs: alike in
+# shape only, each module owns the texts it writes.
 PASS = i18n.mark("The root cause ({cause} in {service}) is supported by evidence from {tools}, checked against the "
                  "patterns of its category.")
 FALLBACK = i18n.mark("the evidence shows where {service} broke but not the kind of fault")

@@ -1,4 +1,4 @@
-"""One GET-and-parse-JSON path for the HTTP backends of traces and changes (Tempo, Jaeger, Argo CD).
+"""One GET-and-parse-JSON path for the HTTP backends (Prometheus, Loki, Tempo, Jaeger, Argo CD).
 
 Every failure is a ``BackendError`` naming the backend and a display URL without credentials;
 a body is quoted only as a short snippet. Imports only stdlib + httpx.
@@ -7,7 +7,7 @@ a body is quoted only as a short snippet. Imports only stdlib + httpx.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Mapping
 from urllib.parse import quote, urlsplit, urlunsplit
 
@@ -41,6 +41,14 @@ class Reply:
     status: int
     body: Any  # parsed JSON, or the text when the body is not JSON
     is_json: bool
+    response: httpx.Response | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def text(self) -> str:
+        """The body as sent (decoded only when asked: a large JSON reply is parsed from its bytes)."""
+        if self.response is not None:
+            return self.response.text
+        return self.body if isinstance(self.body, str) else json.dumps(self.body, ensure_ascii=False)
 
 
 class JsonHttpClient:
@@ -73,9 +81,9 @@ class JsonHttpClient:
             detail = str(exc).replace(self.base_url, self.display) or type(exc).__name__
             raise self.error(f"{self.backend} unreachable at {self.display}: {detail}") from None
         try:
-            return Reply(response.status_code, response.json(), True)
+            return Reply(response.status_code, response.json(), True, response)
         except ValueError:
-            return Reply(response.status_code, response.text, False)
+            return Reply(response.status_code, response.text, False, response)
 
     def get_json(self, path: str, params=None, *, what: str) -> Any:
         """The parsed JSON of a 2xx reply; anything else raises with the status and a body snippet."""

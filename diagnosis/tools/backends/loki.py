@@ -17,7 +17,7 @@ from typing import Any
 import httpx
 
 from diagnosis.tools.backends.base import BackendError, detect_level, go_string_literal, resolve_window
-from diagnosis.tools.backends.http_json import display_url
+from diagnosis.tools.backends.http_json import JsonHttpClient
 
 __all__ = ["LokiBackend", "build_logql", "logql_string", "to_unix_ns", "ns_to_iso"]
 
@@ -127,8 +127,6 @@ class LokiBackend:
 
     name = BACKEND_NAME
 
-    # Alike PrometheusBackend's constructor: the two keep their own HTTP code and error messages (Tempo and
-    # Jaeger share http_json's); moving them onto it would change what their errors say.
     def __init__(
         self,
         base_url: str,
@@ -138,17 +136,13 @@ class LokiBackend:
         *,
         transport: httpx.BaseTransport | None = None,
     ) -> None:
-        if not base_url or not str(base_url).strip():
-            raise _error("loki base_url is not configured")
-        self.base_url = str(base_url).strip().rstrip("/")
-        self.timeout_seconds = float(timeout_seconds)
         self.tenant = tenant or None
         self.service_label = service_label or "service"
-        self._transport = transport
-        self._display_url = display_url(self.base_url)
+        self.http = JsonHttpClient(base_url, backend=BACKEND_NAME, timeout_seconds=timeout_seconds,
+                                   headers={"X-Scope-OrgID": self.tenant} if self.tenant else None, transport=transport)
 
     def __repr__(self) -> str:
-        return f"LokiBackend({self._display_url!r})"
+        return f"LokiBackend({self.http.display!r})"
 
     def build_query(self, *, service: str | None = None, query: str | None = None) -> str:
         return build_logql(service, query, self.service_label)
@@ -193,39 +187,20 @@ class LokiBackend:
         }
 
     def _get(self, path: str, params: dict[str, str]) -> dict[str, Any]:
-        headers = {"Accept": "application/json"}
-        if self.tenant:
-            headers["X-Scope-OrgID"] = self.tenant
-        try:
-            with httpx.Client(
-                timeout=self.timeout_seconds,
-                follow_redirects=False,
-                transport=self._transport,
-                headers=headers,
-            ) as client:
-                response = client.get(self.base_url + path, params=params)
-        except httpx.TimeoutException:
-            raise _error(
-                f"loki unreachable at {self._display_url}: timed out after {self.timeout_seconds:g}s"
-            ) from None
-        except httpx.HTTPError as exc:
-            detail = str(exc).replace(self.base_url, self._display_url) or type(exc).__name__
-            raise _error(f"loki unreachable at {self._display_url}: {detail}") from None
-
-        status = response.status_code
+        reply = self.http.get(path, params)
+        status = reply.status
         if not 200 <= status < 300:
-            body = response.text.strip()
+            body = reply.text.strip()
             if len(body) > _BODY_SNIPPET:
                 body = body[:_BODY_SNIPPET] + "…"
             suffix = " (redirects are not followed)" if 300 <= status < 400 else ""
             raise _error(f"loki query failed (HTTP {status}){suffix}: {body or 'empty body'}")
-        try:
-            payload = response.json()
-        except ValueError:
-            snippet = response.text[:_BODY_SNIPPET].strip()
-            raise _error(f"loki at {self._display_url} returned a non-JSON response: {snippet}") from None
+        if not reply.is_json:
+            snippet = reply.text[:_BODY_SNIPPET].strip()
+            raise _error(f"loki at {self.http.display} returned a non-JSON response: {snippet}")
+        payload = reply.body
         if not isinstance(payload, dict):
-            raise _error(f"loki at {self._display_url} returned unexpected JSON")
+            raise _error(f"loki at {self.http.display} returned unexpected JSON")
         if payload.get("status") != "success":
             detail = payload.get("error") or payload.get("message") or payload.get("status")
             raise _error(f"loki query failed: {detail}")

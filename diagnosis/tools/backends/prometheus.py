@@ -29,7 +29,7 @@ from diagnosis.tools.backends.base import (
     resolve_window,
     workload_selectors,
 )
-from diagnosis.tools.backends.http_json import display_url
+from diagnosis.tools.backends.http_json import JsonHttpClient
 
 __all__ = ["PrometheusBackend", "promql_selector", "promql_string"]
 
@@ -124,64 +124,41 @@ class PrometheusBackend:
         *,
         transport: httpx.BaseTransport | None = None,
     ) -> None:
-        if not base_url or not str(base_url).strip():
-            raise _error("prometheus base_url is not configured")
-        self.base_url = str(base_url).strip().rstrip("/")
-        self.timeout_seconds = float(timeout_seconds)
         self.service_label = service_label or "service"
-        self._transport = transport
-        self._display_url = display_url(self.base_url)
+        self.http = JsonHttpClient(base_url, backend=BACKEND_NAME, timeout_seconds=timeout_seconds, transport=transport)
 
     def __repr__(self) -> str:
-        return f"PrometheusBackend({self._display_url!r})"
+        return f"PrometheusBackend({self.http.display!r})"
 
     # ---------------------------------------------------------------- HTTP
 
     def _get(self, path: str, params: Mapping[str, str] | None = None) -> Any:
         """GET ``path`` and return ``data`` of a ``status: success`` envelope."""
-        url = self.base_url + path
-        try:
-            with httpx.Client(
-                timeout=self.timeout_seconds,
-                follow_redirects=False,
-                transport=self._transport,
-                headers={"Accept": "application/json"},
-            ) as client:
-                response = client.get(url, params=params)
-        except httpx.TimeoutException:
-            raise _error(
-                f"prometheus unreachable at {self._display_url}: "
-                f"timed out after {self.timeout_seconds:g}s"
-            ) from None
-        except httpx.HTTPError as exc:
-            detail = str(exc).replace(self.base_url, self._display_url) or type(exc).__name__
-            raise _error(f"prometheus unreachable at {self._display_url}: {detail}") from None
-
-        status = response.status_code
+        reply = self.http.get(path, params)
+        status = reply.status
         if 300 <= status < 400:
             raise _error(
-                f"prometheus at {self._display_url} answered HTTP {status} redirect "
+                f"prometheus at {self.http.display} answered HTTP {status} redirect "
                 f"(redirects are not followed)"
             )
-        try:
-            payload = response.json()
-        except ValueError:
-            snippet = response.text[:_BODY_SNIPPET].strip()
+        if not reply.is_json:
+            snippet = reply.text[:_BODY_SNIPPET].strip()
             raise _error(
-                f"prometheus at {self._display_url} returned a non-JSON response "
+                f"prometheus at {self.http.display} returned a non-JSON response "
                 f"(HTTP {status}): {snippet}"
-            ) from None
+            )
+        payload = reply.body
         if not isinstance(payload, dict):
-            raise _error(f"prometheus at {self._display_url} returned unexpected JSON (HTTP {status})")
+            raise _error(f"prometheus at {self.http.display} returned unexpected JSON (HTTP {status})")
         if payload.get("status") == "error":
             raise _error(
                 f"prometheus query failed (HTTP {status}, {payload.get('errorType') or 'unknown'}): "
                 f"{payload.get('error') or 'no error message'}"
             )
         if payload.get("status") != "success" or status >= 400:
-            snippet = response.text[:_BODY_SNIPPET].strip()
+            snippet = reply.text[:_BODY_SNIPPET].strip()
             raise _error(
-                f"prometheus at {self._display_url} answered HTTP {status} without success: {snippet}"
+                f"prometheus at {self.http.display} answered HTTP {status} without success: {snippet}"
             )
         return payload.get("data")
 
