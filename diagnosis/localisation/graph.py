@@ -41,6 +41,10 @@ _KEYED_HOST = re.compile(r"\b(?:db_?host|upstream_?host|peer|peer\.service|addr|
                          r"target|dial|broker|bootstrap\.servers|dependency|callee|to)[\"']?\s*[=:]\s*[\"']?"
                          r"([A-Za-z][A-Za-z0-9_.-]+)", re.I)
 _DIGITS = re.compile(r"\d+")
+_UNSPECIFIED = {"0.0.0.0", "::"}
+# A resolver's reply that the name does not exist, as Go's resolver reports it ("lookup NAME on
+# 10.96.0.10:53: no such host"): the name server at that address answered.
+_RESOLVER_ANSWERED = re.compile(r"\blookup \S+ on \[?([0-9A-Fa-f.:]+?)\]?:53: no such host")
 _WORD = re.compile(r"[A-Za-z][A-Za-z0-9_-]*[A-Za-z0-9](?:\.[A-Za-z0-9_-]+)*")
 _CALLER_CALLEE = (("source_workload", "destination_workload"), ("deployment", "dst_deployment"),
                   ("source_service", "destination_service"), ("client", "server"), ("caller", "callee"),
@@ -101,11 +105,15 @@ def resolve(name: str, evidence: Evidence, known: set[str]) -> str | None:
 
 def _addresses(message: str) -> list[str]:
     """Where a line says a call went: URL and connection-string hosts, ``host:port``, ``IP:port`` and
-    keyed hosts (a bare IP is more often the client's)."""
+    keyed hosts (a bare IP is more often the client's). Never the unspecified address (``0.0.0.0``: a
+    server's own listener, which no call can reach), nor a name server that answered the lookup the
+    line reports (its resolution worked; the name it was asked for is what failed)."""
     names = [m.group(1) for m in _URL_HOST.finditer(message)] + [m.group(1) for m in _HOST_PORT.finditer(message)]
     names += [m.group(1) for m in _IP_PORT.finditer(message) if int(m.group(2)) < EPHEMERAL_FROM]
     names += [m.group(1) for m in _KEYED_HOST.finditer(message)]
-    return [n.rstrip(".") for n in dict.fromkeys(names) if not _SOURCE_FILE.search(n)]
+    answered = {m.group(1) for m in _RESOLVER_ANSWERED.finditer(message)}
+    return [n.rstrip(".") for n in dict.fromkeys(names)
+            if not _SOURCE_FILE.search(n) and n not in _UNSPECIFIED and n not in answered]
 
 
 def named_in(message: str, evidence: Evidence, known: set[str]) -> tuple[list[str], list[str]]:

@@ -419,3 +419,36 @@ def test_a_callers_client_pool_running_dry_is_not_the_kind_of_the_dependency_it_
     refused = localise(_callers_of_a_slow_server(
         'connection to server at "grelt-db" failed: FATAL: sorry, too many clients already ({i})').items, ["pandor-api"])
     assert refused.top().service == "grelt-db" and refused.top().kind_votes["resource.pool"] > 0
+
+
+def test_a_server_s_own_listener_address_is_no_dependency_left_to_examine():
+    """A server logs that its listener on 0.0.0.0 closed: the unspecified address is where it listens,
+    no call can reach it, so it leaves nothing unexamined behind the server's own fault."""
+    results = Results()
+    results.metric({"__name__": "up", "service": "trelby"}, stepped(1, 0, 45))
+    results.logs("trelby", [(-3000 + i * 150, "", f"GET /v1/carts 200 in {30 + i} ms") for i in range(15)]
+                 + [(-880 + i * 60, "ERROR", "listener on 0.0.0.0:8080 closed unexpectedly, server stopped "
+                                             f"accepting connections (worker {i})") for i in range(8)])
+    results.logs("pomvar", [(-3000 + i * 150, "", f"GET /v1/checkout 200 in {30 + i} ms") for i in range(15)]
+                 + [(-860 + i * 60, "ERROR", f"upstream request failed: connect ECONNREFUSED trelby:8080 (try {i})")
+                    for i in range(8)])
+    found = localise(results.items, ["pomvar"])
+    assert (found.outcome, found.root, found.kind) == ("root_cause", "trelby", "network.refused"), found.reason
+    assert not found.graph.unresolved
+
+
+def test_a_name_server_that_answered_no_such_host_is_not_a_dependency_that_failed():
+    """Go's resolver names the name server it asked ("lookup X on 10.96.0.10:53: no such host"): that
+    server answered, the name is what failed. A name server that did not answer stays unexamined."""
+    def lookups(reply: str) -> Results:
+        results = Results()
+        results.metric({"__name__": "http_server_errors_ratio", "service": "quessa"}, stepped(0.001, 0.5, 45))
+        results.logs("quessa", [(-3000 + i * 150, "", f"GET /v1/quotes 200 in {30 + i} ms") for i in range(15)]
+                     + [(-880 + i * 60, "ERROR", f"call to brimlo failed: dial tcp: lookup brimlo.shop.svc.cluster.local"
+                                                 f" on 10.96.0.10:53: {reply} (try {i})") for i in range(8)])
+        return results
+
+    answered = localise(lookups("no such host").items, ["quessa"])
+    assert (answered.outcome, answered.root, answered.kind) == ("root_cause", "quessa", "network.dns"), answered.reason
+    silent = localise(lookups("read udp 10.244.1.7:41234->10.96.0.10:53: i/o timeout").items, ["quessa"])
+    assert silent.outcome == "undetermined" and "10.96.0.10" in [a for a, _ in silent.graph.unresolved["quessa"]]
