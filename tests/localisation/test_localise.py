@@ -452,3 +452,20 @@ def test_a_name_server_that_answered_no_such_host_is_not_a_dependency_that_faile
     assert (answered.outcome, answered.root, answered.kind) == ("root_cause", "quessa", "network.dns"), answered.reason
     silent = localise(lookups("read udp 10.244.1.7:41234->10.96.0.10:53: i/o timeout").items, ["quessa"])
     assert silent.outcome == "undetermined" and "10.96.0.10" in [a for a, _ in silent.graph.unresolved["quessa"]]
+
+
+def test_a_rollout_of_a_new_image_before_new_errors_is_the_cause_the_version_the_errors_name_supports():
+    """A rollout changed the image, then the service's requests began to fail with a new error that names
+    its new version: the image and the "version" in the errors tell one change, not two candidates."""
+    results = Results()
+    results.metric({"__name__": "http_requests_total", "service": "quorvel", "code": "500"},
+                   [v * 60 for v in stepped(0.05, 9, 45)])
+    results.logs("quorvel", [(-3000 + i * 150, "", f"GET /v1/quotes 200 in {30 + i} ms") for i in range(15)]
+                 + [(-880 + i * 60, "ERROR", f"unhandled error in request handler (version 2.4) "
+                                             f"TypeError: cannot read properties of undefined (req {i})")
+                    for i in range(8)])
+    results.changes([(-1200, "quorvel", "rollout",
+                      "image registry.example.dev/shop/quorvel:2.3.2 -> registry.example.dev/shop/quorvel:2.4.0")])
+    found = localise(results.items, ["quorvel"])
+    assert (found.outcome, found.root) == ("root_cause", "quorvel"), found.reason
+    assert found.kind in ("change.image", "change.deploy")
