@@ -10,6 +10,7 @@ lines mostly differ only in their numbers.
 from __future__ import annotations
 
 import logging
+import operator
 import re
 from dataclasses import dataclass, field
 
@@ -84,8 +85,15 @@ _ZEROED = {code: ord("0") if chr(code).isdigit() else code for code in range(128
 _DIGIT = re.compile(r"[0-9]")
 
 
+# The same table for the bytes of an ASCII line: ``bytes.translate`` is a plain table lookup, several times
+# cheaper than ``str.translate`` with a mapping.
+_ZEROED_BYTES = bytes(_ZEROED[code] if code < 128 else code for code in range(256))
+
+
 def zeroed(text: str) -> str:
     """The text's digit shape: every ASCII digit turned into "0"."""
+    if text.isascii():
+        return text.encode().translate(_ZEROED_BYTES).decode()
     return text.translate(_ZEROED)
 
 
@@ -152,7 +160,7 @@ def mine(records: list[LogRecord]) -> dict[tuple[str, int], Template]:
     templates: dict[tuple[str, int], Template] = {}
     masker = Masker()
     by_shape: dict[tuple[str, str, str], Template] = {}  # lines whose masking keeps none of their digits
-    for record in sorted(records, key=lambda r: r.ts):
+    for record in sorted(records, key=_TS):
         shape = zeroed(record.message)
         template = by_shape.get((record.service, record.level, shape))
         if template is not None:
@@ -180,4 +188,5 @@ def mine(records: list[LogRecord]) -> dict[tuple[str, int], Template]:
     return templates
 
 
+_TS = operator.attrgetter("ts")
 _SEVERITY = ("DEBUG", "INFO", "WARN", "ERROR", "FATAL")
