@@ -101,8 +101,9 @@ class Masker:
     """``masked`` for many lines, each digit shape masked once (a cache per run, not per process)."""
 
     def __init__(self) -> None:
-        # shape -> its masking and the digits that survive it; None: seen once, and some survive
-        self._plans: dict[str, tuple[str, tuple[int, ...]] | None] = {}
+        # shape -> its masking cut at the digits that survive it, and where those digits stand in the line;
+        # None: seen once, and some survive
+        self._plans: dict[str, tuple[str, list[str], tuple[int, ...]] | None] = {}
 
     def __call__(self, message: str, shape: str | None = None) -> tuple[str, bool]:
         """The line masked, and whether every line of its digit shape masks the same (none of its digits
@@ -112,20 +113,25 @@ class Masker:
         if plan is _UNSEEN:  # the first line of its shape: masked as it is
             text = masked(message)
             same = _DIGIT.search(text) is None
-            self._plans[shape] = (text, ()) if same else None
+            self._plans[shape] = (text, [], ()) if same else None
             return text, same
         if plan is None:  # the second: worth finding which digits survive, for the lines to come
-            plan = self._plans[shape] = _plan(shape)
-        text, kept = plan
-        if not kept:
+            plan = self._plans[shape] = _placed(shape, *_plan(shape))
+        text, pieces, offsets = plan
+        if not offsets:
             return text, True
-        digits = _DIGIT.findall(message)
-        parts = text.split("0")
-        out = [parts[0]]
-        for index, part in zip(kept, parts[1:]):
-            out.append(digits[index])
-            out.append(part)
+        out = [pieces[0]]
+        for offset, piece in zip(offsets, pieces[1:]):
+            out.append(message[offset])  # a line's digits stand where its shape has a "0"
+            out.append(piece)
         return "".join(out), False
+
+
+def _placed(shape: str, text: str, kept: tuple[int, ...]) -> tuple[str, list[str], tuple[int, ...]]:
+    """A plan with the surviving digits found by place: the text cut at its zeros, and the offset in the line
+    of each survivor (``kept`` numbers them among the line's digits)."""
+    digits = [offset for offset, char in enumerate(shape) if char == "0"]
+    return text, text.split("0"), tuple(digits[index] for index in kept)
 
 
 _UNSEEN = object()
