@@ -46,7 +46,8 @@ class Template:
     service: str
     level: str
     text: str
-    records: list[LogRecord] = field(default_factory=list)
+    records: list[LogRecord] = field(default_factory=list)  # in time order
+    shapes: list[str] = field(default_factory=list, repr=False, compare=False)  # each record's ``zeroed`` message
 
 
 def _config() -> TemplateMinerConfig:
@@ -171,6 +172,7 @@ def mine(records: list[LogRecord]) -> dict[tuple[str, int], Template]:
         template = by_shape.get((record.service, record.level, shape))
         if template is not None:
             template.records.append(record)
+            template.shapes.append(shape)
             continue
         line, same = masker(record.message, shape)
         text = f"{record.level} {line}"
@@ -187,6 +189,7 @@ def mine(records: list[LogRecord]) -> dict[tuple[str, int], Template]:
         if same:
             by_shape[(record.service, record.level, shape)] = template
         template.records.append(record)
+        template.shapes.append(shape)
     clusters = {service: {c.cluster_id: c for c in miner.drain.clusters} for service, miner in miners.items()}
     for (service, cluster_id), template in templates.items():
         template.text = clusters[service][cluster_id].get_template().split(" ", 1)[-1]
