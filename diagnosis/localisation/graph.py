@@ -21,7 +21,7 @@ import re
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-from diagnosis.localisation.levels import at_least
+from diagnosis.localisation.levels import WARN_OR_WORSE
 from diagnosis.localisation.records import Evidence, Ref
 
 _URL_HOST = re.compile(r"\b[a-z][a-z0-9+.-]*:(?:[a-z0-9+.-]+:)?//(?:[^@/\s\"']+@)?([A-Za-z0-9_.-]+)", re.I)
@@ -164,12 +164,13 @@ def build_graph(evidence: Evidence) -> DependencyGraph:
     # A routine line with no ":" or "=" names no address (every address pattern needs one), so it only
     # counts towards its shape. A line that has one has it in its shape too, unless it comes after the
     # first 160 characters: only then can a line without one share its shape, and have to be counted.
-    routine_flags = [not at_least(r.level, "WARN") for r in evidence.logs]
-    counted = {r.service for r, routine_line in zip(evidence.logs, routine_flags)
-               if routine_line and _may_name_address(r.message) and not _may_name_address(r.message[:160])}
-    for record, routine_line in zip(evidence.logs, routine_flags):
+    routine_flags = [r.level not in WARN_OR_WORSE for r in evidence.logs]
+    may_name = [":" in r.message or "=" in r.message for r in evidence.logs]  # ``_may_name_address``, inlined
+    counted = {r.service for r, routine_line, may in zip(evidence.logs, routine_flags, may_name)
+               if routine_line and may and not _may_name_address(r.message[:160])}
+    for record, routine_line, may in zip(evidence.logs, routine_flags, may_name):
         if routine_line:
-            if record.service not in counted and not _may_name_address(record.message):
+            if not may and record.service not in counted:
                 continue
             # Routine lines still name what a service talks to, by address or connection string; a few
             # lines of each shape tell it.

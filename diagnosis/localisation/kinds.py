@@ -179,12 +179,11 @@ def role_of(service: str, texts: list[str], own_metrics: list[str] = (), externa
     when its own metrics carry a datastore exporter's prefix, or when it is an ExternalName Service."""
     if service in external:
         return "dependency.external_api"
+    texts = [text for text in texts if service in text]  # the name must follow the hint in the same text
     for role, pattern in _ROLE_HINTS:
         if any(pattern.match(name) for name in own_metrics):
             return role
         for text in texts:
-            if service not in text:
-                continue  # the name must follow the hint in the same text
             for match in pattern.finditer(text):
                 if not match.group(0).endswith("_") and service in text[match.end(): match.end() + 80]:
                     return role

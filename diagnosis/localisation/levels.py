@@ -69,3 +69,7 @@ def level_of(field: Any, message: str) -> str:
 
 def at_least(level: str, floor: str) -> bool:
     return RANK.get(level, 1) >= RANK[floor]
+
+
+# ``at_least(level, "WARN")`` as a set, for a test of every line: a level outside RANK counts as INFO, below it.
+WARN_OR_WORSE = frozenset(level for level, rank in RANK.items() if rank >= RANK["WARN"])

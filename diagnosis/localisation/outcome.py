@@ -21,7 +21,7 @@ from typing import Any, Iterable, Mapping
 
 from diagnosis.localisation.graph import Edge, DependencyGraph, build_graph, named_in
 from diagnosis.localisation.kinds import change_kind, word_votes
-from diagnosis.localisation.levels import at_least
+from diagnosis.localisation.levels import WARN_OR_WORSE, at_least
 from diagnosis.localisation.ranking import (TOLERANCE_S, Candidate, busy_only, cause_kind, candidates_of, explain, rank,
                                            starved)
 from diagnosis.localisation.records import Evidence, Ref, read_evidence, service_of
@@ -119,7 +119,7 @@ def localise_evidence(evidence: Evidence, subject: Iterable[str] = ()) -> Locali
     explain(candidates, graph)
     ranked = rank(candidates)
     names = known | set(evidence.queried) | set(evidence.addresses) | graph.nodes
-    texts = [r.message for r in evidence.logs if at_least(r.level, "WARN")] + [s.name for s in evidence.series]
+    texts = [r.message for r in evidence.logs if r.level in WARN_OR_WORSE] + [s.name for s in evidence.series]
     for candidate in ranked:
         caller_lines = [ref.excerpt for edge in graph.callers(candidate.service) if edge.via == "log" for ref in edge.refs]
         own_lines = [t.records[0].message for (service, _), t in templates.items()

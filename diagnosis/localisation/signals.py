@@ -10,14 +10,13 @@ from __future__ import annotations
 
 import functools
 import math
-import operator
 import re
 from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Mapping
 
 from diagnosis.localisation.deviation import Shift, rates, ratio, shift
-from diagnosis.localisation.levels import RANK, at_least
+from diagnosis.localisation.levels import at_least
 from diagnosis.localisation.records import Evidence, LogRecord, MetricSeries, Ref, service_of, workload_of
 from diagnosis.localisation.templates import Template, mine, zeroed
 
@@ -90,15 +89,18 @@ def bad_direction(name: str, kind: str) -> int:
     return -1 if _GOOD_WHEN_HIGH.search(name) else 1
 
 
-def _derived(evidence: Evidence) -> list[tuple[MetricSeries, str, list[float], list[float]]]:
+def _rests(evidence: Evidence) -> list[tuple]:
+    """Each series' labels but its name, sorted: what a series shares with its siblings (``_sum`` and
+    ``_count``, used and max)."""
+    return [tuple(sorted((k, v) for k, v in s.labels.items() if k != "__name__")) for s in evidence.series]
+
+
+def _derived(evidence: Evidence, rests: list[tuple]) -> list[tuple[MetricSeries, str, list[float], list[float]]]:
     """Every series as something that can be compared over time: counters as rates, histograms as
     their mean (rate of ``_sum`` over rate of ``_count``); buckets are read through their histogram."""
     out = []
     by_key: dict[tuple, MetricSeries] = {}
-    rests = []
-    for s in evidence.series:
-        rest = tuple(sorted((k, v) for k, v in s.labels.items() if k != "__name__"))
-        rests.append(rest)
+    for s, rest in zip(evidence.series, rests):
         by_key[(s.name, rest)] = s
     for s, rest in zip(evidence.series, rests):
         name = s.name
@@ -179,14 +181,14 @@ AT_LIMIT = 0.97  # of its ceiling, a usage series is at it
 BELOW_LIMIT = 0.9  # its baseline below this share of the ceiling: reaching it is new
 
 
-def _ceilings(evidence: Evidence) -> dict[int, float]:
+def _ceilings(evidence: Evidence, rests: list[tuple]) -> dict[int, float]:
     """The ceiling of each usage series that has one: a constant sibling series on the same labels whose
     name says max or limit where the usage series says used, active or open. Negative: the capacity of a series
     of what is left (its name says available or free where the sibling's says capacity or size, or nothing)."""
     by_key = {}
-    for s in evidence.series:
+    for s, rest in zip(evidence.series, rests):
         if s.values:
-            by_key[(s.name, tuple(sorted((k, v) for k, v in s.labels.items() if k != "__name__")))] = s
+            by_key[(s.name, rest)] = s
     out = {}
     for (name, rest), s in by_key.items():
         tokens = name.split("_")
@@ -212,9 +214,10 @@ def metric_signals(evidence: Evidence) -> list[Signal]:
     signals = []
     end = evidence.window[1] if evidence.window else None
     services: set[str] | None = None
-    derived = _derived(evidence)
+    rests = _rests(evidence)
+    derived = _derived(evidence, rests)
     replaced = _replaced(derived)
-    ceilings = _ceilings(evidence)
+    ceilings = _ceilings(evidence, rests)
     for series, name, times, values in derived:
         if services is None and "persistentvolumeclaim" in series.labels:
             services = evidence.services()  # a volume's claim is read against the workloads the evidence names
@@ -297,9 +300,6 @@ def _rate_change(times: list[float], low: float, high: float) -> tuple[float, fl
     return best
 
 
-_TS = operator.attrgetter("ts")
-
-
 STOPPED_P = 0.01  # a template has stopped when a silence this long had under this chance at its own rate
 
 
@@ -315,10 +315,6 @@ def _ongoing(last: float, change: tuple[float, float, int, int] | None, high: fl
     return math.exp(-after * gap / max(since, 60.0)) >= STOPPED_P
 
 
-def _rank_of(level: str) -> int:
-    return RANK.get(level, 1)
-
-
 def log_signals(evidence: Evidence, templates: dict[tuple[str, int], Template]) -> list[Signal]:
     signals = []
     spans: dict[str, tuple[int, int, str] | None] = {}  # where a digit shape states a duration
@@ -327,10 +323,9 @@ def log_signals(evidence: Evidence, templates: dict[tuple[str, int], Template]) 
         if window is None:
             continue
         low, high = window
-        records = template.records
-        ordered = sorted(records, key=_TS)
+        records = ordered = template.records  # ``mine`` keeps them in time order
         times = [r.ts for r in ordered]
-        worst = max({r.level for r in records}, key=_rank_of)
+        worst = template.level  # the most severe of its records' levels (``mine``)
         if at_least(worst, "WARN"):
             change = _rate_change(times, low, high)
             ongoing = _ongoing(times[-1], change, high)
@@ -351,7 +346,8 @@ def log_signals(evidence: Evidence, templates: dict[tuple[str, int], Template]) 
             first = ordered[0]
             signals.append(Signal(service, "change", "log", first.ts, 0.0, [first.ref], template.text, fault=False,
                                   detail={"what": first.message}))
-        durations = [(r.ts, _duration_ms(r.message, spans)) for r in ordered] if len(records) >= 10 else []
+        durations = [(r.ts, _duration_ms(r.message, spans, shape)) for r, shape in zip(ordered, template.shapes)] \
+            if len(records) >= 10 else []
         durations = [(t, v) for t, v in durations if v is not None]
         if len(durations) >= 10:
             moved = shift([t for t, _ in durations], [v for _, v in durations])
@@ -363,10 +359,11 @@ def log_signals(evidence: Evidence, templates: dict[tuple[str, int], Template]) 
     return signals
 
 
-def _duration_ms(message: str, spans: dict[str, tuple[int, int, str] | None]) -> float | None:
+def _duration_ms(message: str, spans: dict[str, tuple[int, int, str] | None], shape: str | None = None) -> float | None:
     """The first duration a line states, in ms. ``_DURATION`` treats all ASCII digits alike, so it matches
-    a line where it matches the line's digit shape (``zeroed``): found once per shape in ``spans``."""
-    shape = zeroed(message)
+    a line where it matches the line's digit shape (``zeroed``, or ``shape`` when known): found once per
+    shape in ``spans``."""
+    shape = zeroed(message) if shape is None else shape
     if shape in spans:
         span = spans[shape]
     else:

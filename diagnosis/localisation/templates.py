@@ -10,6 +10,7 @@ lines mostly differ only in their numbers.
 from __future__ import annotations
 
 import logging
+import operator
 import re
 from dataclasses import dataclass, field
 
@@ -45,7 +46,8 @@ class Template:
     service: str
     level: str
     text: str
-    records: list[LogRecord] = field(default_factory=list)
+    records: list[LogRecord] = field(default_factory=list)  # in time order
+    shapes: list[str] = field(default_factory=list, repr=False, compare=False)  # each record's ``zeroed`` message
 
 
 def _config() -> TemplateMinerConfig:
@@ -84,8 +86,15 @@ _ZEROED = {code: ord("0") if chr(code).isdigit() else code for code in range(128
 _DIGIT = re.compile(r"[0-9]")
 
 
+# The same table for the bytes of an ASCII line: ``bytes.translate`` is a plain table lookup, several times
+# cheaper than ``str.translate`` with a mapping.
+_ZEROED_BYTES = bytes(_ZEROED[code] if code < 128 else code for code in range(256))
+
+
 def zeroed(text: str) -> str:
     """The text's digit shape: every ASCII digit turned into "0"."""
+    if text.isascii():
+        return text.encode().translate(_ZEROED_BYTES).decode()
     return text.translate(_ZEROED)
 
 
@@ -93,8 +102,9 @@ class Masker:
     """``masked`` for many lines, each digit shape masked once (a cache per run, not per process)."""
 
     def __init__(self) -> None:
-        # shape -> its masking and the digits that survive it; None: seen once, and some survive
-        self._plans: dict[str, tuple[str, tuple[int, ...]] | None] = {}
+        # shape -> its masking cut at the digits that survive it, and where those digits stand in the line;
+        # None: seen once, and some survive
+        self._plans: dict[str, tuple[str, list[str], tuple[int, ...]] | None] = {}
 
     def __call__(self, message: str, shape: str | None = None) -> tuple[str, bool]:
         """The line masked, and whether every line of its digit shape masks the same (none of its digits
@@ -104,20 +114,25 @@ class Masker:
         if plan is _UNSEEN:  # the first line of its shape: masked as it is
             text = masked(message)
             same = _DIGIT.search(text) is None
-            self._plans[shape] = (text, ()) if same else None
+            self._plans[shape] = (text, [], ()) if same else None
             return text, same
         if plan is None:  # the second: worth finding which digits survive, for the lines to come
-            plan = self._plans[shape] = _plan(shape)
-        text, kept = plan
-        if not kept:
+            plan = self._plans[shape] = _placed(shape, *_plan(shape))
+        text, pieces, offsets = plan
+        if not offsets:
             return text, True
-        digits = _DIGIT.findall(message)
-        parts = text.split("0")
-        out = [parts[0]]
-        for index, part in zip(kept, parts[1:]):
-            out.append(digits[index])
-            out.append(part)
+        out = [pieces[0]]
+        for offset, piece in zip(offsets, pieces[1:]):
+            out.append(message[offset])  # a line's digits stand where its shape has a "0"
+            out.append(piece)
         return "".join(out), False
+
+
+def _placed(shape: str, text: str, kept: tuple[int, ...]) -> tuple[str, list[str], tuple[int, ...]]:
+    """A plan with the surviving digits found by place: the text cut at its zeros, and the offset in the line
+    of each survivor (``kept`` numbers them among the line's digits)."""
+    digits = [offset for offset, char in enumerate(shape) if char == "0"]
+    return text, text.split("0"), tuple(digits[index] for index in kept)
 
 
 _UNSEEN = object()
@@ -152,11 +167,12 @@ def mine(records: list[LogRecord]) -> dict[tuple[str, int], Template]:
     templates: dict[tuple[str, int], Template] = {}
     masker = Masker()
     by_shape: dict[tuple[str, str, str], Template] = {}  # lines whose masking keeps none of their digits
-    for record in sorted(records, key=lambda r: r.ts):
+    for record in sorted(records, key=_TS):
         shape = zeroed(record.message)
         template = by_shape.get((record.service, record.level, shape))
         if template is not None:
             template.records.append(record)
+            template.shapes.append(shape)
             continue
         line, same = masker(record.message, shape)
         text = f"{record.level} {line}"
@@ -173,6 +189,7 @@ def mine(records: list[LogRecord]) -> dict[tuple[str, int], Template]:
         if same:
             by_shape[(record.service, record.level, shape)] = template
         template.records.append(record)
+        template.shapes.append(shape)
     clusters = {service: {c.cluster_id: c for c in miner.drain.clusters} for service, miner in miners.items()}
     for (service, cluster_id), template in templates.items():
         template.text = clusters[service][cluster_id].get_template().split(" ", 1)[-1]
@@ -180,4 +197,5 @@ def mine(records: list[LogRecord]) -> dict[tuple[str, int], Template]:
     return templates
 
 
+_TS = operator.attrgetter("ts")
 _SEVERITY = ("DEBUG", "INFO", "WARN", "ERROR", "FATAL")

@@ -9,7 +9,8 @@ from hypothesis import strategies as st
 
 from diagnosis.localisation.deviation import best_split, shift
 from diagnosis.localisation.signals import MIN_RELATIVE, _DURATION, _duration_ms, _within_relative
-from diagnosis.localisation.templates import Masker, masked
+from diagnosis.localisation.records import Ref, ref_of
+from diagnosis.localisation.templates import _ZEROED, Masker, masked, zeroed
 
 LINES = [
     "2026-12-03T12:47:48.010Z  INFO 1 --- [shop] [nio-8080-exec-31] c.s.RequestService : request 45872 in 4ms",
@@ -92,3 +93,26 @@ def test_a_series_that_moves_a_fifth_is_not_skipped():
     assert not _within_relative([100.0] * 40 + [125.0] * 20)
     assert not _within_relative([-1.0] * 40 + [1.0] * 20)
     assert not _within_relative([100.0] * 40 + [math.inf] * 20)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(max_size=40) | TEXT)
+def test_the_digit_shape_of_a_line_is_its_translation_whatever_its_characters(text):
+    assert zeroed(text) == text.translate(_ZEROED)
+
+
+def test_a_reference_made_the_quick_way_is_the_reference_made_the_long_way():
+    quick, slow = ref_of("inv-1", "query_logs", "$.records[0].message", "x"), Ref("inv-1", "query_logs", "$.records[0].message", "x")
+    assert (quick, hash(quick), repr(quick)) == (slow, hash(slow), repr(slow))
+
+
+def test_values_whose_sum_overflows_are_read_and_infinite_ones_are_left_out():
+    from diagnosis.localisation.records import read_evidence
+
+    def read(values):
+        result = {"series": [{"labels": {"__name__": "m", "service": "a"},
+                              "values": [[60.0 * i, v] for i, v in enumerate(values)]}]}
+        return read_evidence([{"invocation_id": "inv-1", "tool_name": "query_metrics", "result": result}]).series[0].values
+
+    assert read(["1e308", "1e308", "2"]) == [1e308, 1e308, 2.0]
+    assert read(["1", "inf", "2", "nan"]) == [1.0, 2.0]
