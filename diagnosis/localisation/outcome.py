@@ -20,10 +20,10 @@ from functools import partial
 from typing import Any, Iterable, Mapping
 
 from diagnosis.localisation.graph import Edge, DependencyGraph, build_graph, named_in
-from diagnosis.localisation.kinds import change_kind, word_votes
+from diagnosis.localisation.kinds import GENERIC, change_kind, word_votes
 from diagnosis.localisation.levels import WARN_OR_WORSE, at_least
 from diagnosis.localisation.ranking import (TOLERANCE_S, Candidate, busy_only, cause_kind, candidates_of, explain, rank,
-                                           starved)
+                                           starved, symptom_only)
 from diagnosis.localisation.records import Evidence, Ref, read_evidence, service_of
 from diagnosis.localisation.signals import MIN_BASELINE_S, Signal, all_signals
 
@@ -287,6 +287,12 @@ def _doubt(top: Candidate, roots: list[Candidate], graph, evidence: Evidence, ca
             return "not_separated"
         if not top.explains and top.service not in subject and any(r.explains for r in roots[1:]):
             # Earlier, but accounting for nothing, while another root accounts for what others show.
+            return "not_separated"
+        if symptom_only(top) and top.kind in GENERIC and any(
+                r.onset is not None and top.onset is not None and r.onset < top.onset and not symptom_only(r)
+                for r in roots[1:]):
+            # Only slower or failing, as any trouble below it would show, while a fault of its own began
+            # earlier elsewhere: a call the evidence does not show may link the two.
             return "not_separated"
     unexamined = [e.callee for e in graph.dependencies(top.service)
                   if e.callee not in candidates and e.callee not in evidence.services() and e.callee not in graph.nodes]

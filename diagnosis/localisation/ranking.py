@@ -101,7 +101,7 @@ def _slowed_by_node(workload: Candidate, node: Candidate, graph: DependencyGraph
     """A node short of memory or CPU slows every workload placed on it: a workload that shows only symptoms
     there (slower, failing, queueing) has nothing of its own that a node could not cause."""
     return node.service in graph.nodes and workload.service not in graph.nodes and starved(node) \
-        and _symptom_only(workload)
+        and symptom_only(workload)
 
 
 def _only_waited_for(dependency: Candidate) -> bool:
@@ -143,7 +143,7 @@ def explain(candidates: dict[str, Candidate], graph: DependencyGraph) -> None:
 _SYMPTOM_KINDS = {"latency", "errors", "saturation", "traffic", "alert", "restart", "stopped", "BackOff", "Unhealthy"}
 
 
-def _symptom_only(candidate: Candidate) -> bool:
+def symptom_only(candidate: Candidate) -> bool:
     """Nothing of its own but what any trouble upstream would show (its node's pressure placed on it is not its own)."""
     return all(s.kind in _SYMPTOM_KINDS or s.source == "placed" or (s.source == "log" and not s.detail.get("new"))
                for s in candidate.faults)
@@ -157,8 +157,8 @@ def _root_of_pair(a: Candidate, b: Candidate, nodes: set[str]) -> Candidate:
         return b if a.service in nodes else a  # a node is short of what a workload on it takes
     if a.onset is not None and b.onset is not None and abs(a.onset - b.onset) > 1:
         return a if a.onset < b.onset else b
-    if _symptom_only(a) != _symptom_only(b):
-        return b if _symptom_only(a) else a
+    if symptom_only(a) != symptom_only(b):
+        return b if symptom_only(a) else a
     return a if (a.strength, a.service) >= (b.strength, b.service) else b
 
 
@@ -270,7 +270,7 @@ def cause_kind(candidate: Candidate, context: list[Signal], caller_lines: list[s
                 top = max(votes.values(), default=0.0)
                 votes.update({k: v + top + 0.5 for k, v in change_votes.items()})
             else:
-                votes.update({k: v * (1.5 if _symptom_only(candidate) else 0.5) for k, v in change_votes.items()})
+                votes.update({k: v * (1.5 if symptom_only(candidate) else 0.5) for k, v in change_votes.items()})
     own = [s.text for s in candidate.signals if s.source == "metric"]
     role = candidate.role = role_of(candidate.service, texts, own, external)
     if role and observed:

@@ -469,3 +469,30 @@ def test_a_rollout_of_a_new_image_before_new_errors_is_the_cause_the_version_the
     found = localise(results.items, ["quorvel"])
     assert (found.outcome, found.root) == ("root_cause", "quorvel"), found.reason
     assert found.kind in ("change.image", "change.deploy")
+
+
+def _slow_middle_and_an_earlier_fault_elsewhere(fault_onset: int) -> Results:
+    """The asked service times out calling one that is only slower and failing; a third service, which no
+    line or label links to either, ran out of connections from sample ``fault_onset`` on."""
+    results = Results()
+    results.metric({"__name__": "http_request_duration_seconds", "service": "velmora"}, stepped(0.1, 2.4, 46))
+    results.logs("velmora", [(-3000 + i * 150, "", f"GET /v1/carts 200 in {30 + i} ms") for i in range(15)]
+                 + [(-820 + i * 60, "ERROR", f"request to brovik:8080 timed out after 2000 ms (try {i})")
+                    for i in range(8)])
+    results.metric({"__name__": "http_request_duration_seconds", "service": "brovik"}, stepped(0.05, 1.9, 45))
+    results.metric({"__name__": "http_requests_total", "service": "brovik", "code": "500"},
+                   [v * 60 for v in stepped(0.05, 6, 45)])
+    results.metric({"__name__": "hikaricp_connections_pending", "service": "tarsel"}, stepped(0, 30, fault_onset))
+    results.logs("tarsel", [(-3000 + i * 150, "", f"POST /v1/ledger 200 in {30 + i} ms") for i in range(15)]
+                 + [(-(60 - fault_onset) * 60 + 20 + i * 60, "ERROR",
+                     f"HikariPool-1 - Connection is not available, request timed out after 30000ms (req {i})")
+                    for i in range(10)])
+    return results
+
+
+def test_a_root_that_only_slows_and_fails_is_not_decisive_when_a_fault_of_its_own_began_earlier_elsewhere():
+    found = localise(_slow_middle_and_an_earlier_fault_elsewhere(44).items, ["velmora"])
+    assert [c.service for c in found.candidates[:1]] == ["brovik"]
+    assert found.outcome == "undetermined" and found.reason == "not_separated"
+    later = localise(_slow_middle_and_an_earlier_fault_elsewhere(50).items, ["velmora"])
+    assert (later.outcome, later.root, later.kind) == ("root_cause", "brovik", "network.timeout"), later.reason
