@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from typing import Mapping
 
 from diagnosis.localisation.signals import Signal, metric_kind
 
@@ -87,6 +88,15 @@ _ROLE_HINTS = (
     ("dependency.queue", re.compile(r"amqps?://|kafka://|nats://|\b(?:kafka|rabbitmq|nats)_", re.I)),
 )
 GENERIC = {"network.timeout", "network.refused", "change.deploy", "resource.cpu"}
+
+
+def kind_support(kind: str, votes: Mapping[str, float]) -> float:
+    """The votes for ``kind``. A specific change (an image, a setting, a flag, a secret) ships as a deploy,
+    so what says a new version went out ("deploy", "version 2.4") supports it too."""
+    support = votes.get(kind, 0.0)
+    if kind.startswith("change.") and kind != "change.deploy":
+        support += votes.get("change.deploy", 0.0)
+    return support
 
 
 def masked(text: str, names: set[str] | frozenset = frozenset()) -> str:

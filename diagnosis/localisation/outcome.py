@@ -20,7 +20,7 @@ from functools import partial
 from typing import Any, Iterable, Mapping
 
 from diagnosis.localisation.graph import Edge, DependencyGraph, build_graph, named_in
-from diagnosis.localisation.kinds import GENERIC, change_kind, word_votes
+from diagnosis.localisation.kinds import GENERIC, change_kind, kind_support, word_votes
 from diagnosis.localisation.levels import WARN_OR_WORSE, at_least
 from diagnosis.localisation.ranking import (TOLERANCE_S, Candidate, busy_only, cause_kind, candidates_of, explain, rank,
                                            starved, symptom_only)
@@ -308,23 +308,13 @@ def _doubt(top: Candidate, roots: list[Candidate], graph, evidence: Evidence, ca
         return "dependency_changed"
     if _changed_caller(top, candidates, context):
         return "caller_changed"
-    if top.kind is None or _kind_support(top) < MIN_KIND_VOTES:
+    if top.kind is None or kind_support(top.kind, top.kind_votes) < MIN_KIND_VOTES:
         return "kind_unknown"
     ranked = sorted(top.kind_votes.items(), key=lambda kv: -kv[1])
     if len(ranked) > 1 and ranked[0][1] < KIND_MARGIN * ranked[1][1] \
             and ranked[0][0].split(".")[0] != ranked[1][0].split(".")[0]:
         return "kind_ambiguous"
     return ""
-
-
-def _kind_support(candidate: Candidate) -> float:
-    """The votes for the candidate's kind. A specific change (an image, a setting, a flag, a secret) ships
-    as a deploy, so what says a new version went out ("deploy", "version 2.4") supports it too."""
-    votes = candidate.kind_votes
-    support = votes[candidate.kind]
-    if candidate.kind.startswith("change.") and candidate.kind != "change.deploy":
-        support += votes.get("change.deploy", 0.0)
-    return support
 
 
 def _changed_dependencies(top: Candidate, graph, context: list[Signal]) -> dict[str, list[Signal]]:
