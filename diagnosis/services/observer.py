@@ -63,6 +63,7 @@ from diagnosis.observability import metrics
 from diagnosis.progress_names import checked_event, violation_event
 from diagnosis.services.lifecycle import LeaseLost
 from diagnosis.services.live_progress import publish_event
+from diagnosis.services.row_insert import rows_insert
 from diagnosis.services.step_fence import fence_folds, steps_insert_fenced
 
 logger = logging.getLogger(__name__)
@@ -240,10 +241,8 @@ class DbRunObserver:
             if fence and self.lease is not None:
                 self.lease.check() if fenced_by is not None else self.lease.fence()
             self._write_steps(updates, step, fenced_by)
-            if invocations:
-                ToolInvocation.objects.bulk_create(invocations)
-            if events:
-                RunEvent.objects.bulk_create(events)
+            rows_insert(invocations)  # one INSERT each, without the ORM's compiler (services/row_insert.py)
+            rows_insert(events)
             for seq, kind, data in outbox:
                 publish_event(self.run_pk, seq, self.published_seq, kind, data)
                 self.published_seq = seq
