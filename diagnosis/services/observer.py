@@ -51,7 +51,7 @@ import threading
 from typing import Any, Callable, Collection, Iterable
 
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import connection, connections, transaction
 from django.utils import timezone
 
 from diagnosis.contracts import step_finished_event, step_started_event, tool_event
@@ -131,7 +131,10 @@ class RunLease:
                     logger.exception("run %s: could not renew the lease", self.run_id)
                     connection.close()  # reconnect on the next tick
         finally:
-            connection.close()  # this thread's own connection
+            # This thread's own connection, if it opened one: a run shorter than a tick never did, and
+            # asking for `connection` here would build a connection object only to close it.
+            for opened in connections.all(initialized_only=True):
+                opened.close()
 
     def __enter__(self) -> "RunLease":
         return self.start()
