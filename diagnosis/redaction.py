@@ -319,7 +319,9 @@ def _redact(value: Any, counter: list[int]) -> Any:
         masked, n = redact_text_counted(value)
         counter[0] += n
         return masked
-    if isinstance(value, Mapping):
+    if kind is list:  # before the Mapping test, whose ABC check costs more than the exact type's
+        return [_redact(v, counter) for v in value]
+    if kind is dict or isinstance(value, Mapping):
         out = {}
         for k, v in value.items():
             if isinstance(k, str) and is_secret_key(k):

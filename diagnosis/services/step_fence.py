@@ -20,6 +20,7 @@ from django.db import connection
 from django.db.models.constants import OnConflict
 
 from diagnosis.models import AgentStep, DiagnosisRun
+from diagnosis.services.row_insert import insert_fields, row_values
 
 
 def fence_folds() -> bool:
@@ -27,9 +28,9 @@ def fence_folds() -> bool:
     return connection.vendor == "sqlite" or (connection.vendor == "mysql" and connection.mysql_is_mariadb)
 
 
-def _select(rows: list[AgentStep], fields: list) -> tuple[str, list]:
+def _select(rows: list[AgentStep], fields: tuple) -> tuple[str, list]:
     """The SELECT list of the rows and its parameters: one value per column, or a CASE on the counter."""
-    values = [[field.get_db_prep_save(field.pre_save(row, True), connection) for field in fields] for row in rows]
+    values = row_values(rows, fields)
     if len(rows) == 1:
         return ", ".join(["%s"] * len(fields)), values[0]
     counter = connection.ops.quote_name("counter")
@@ -51,7 +52,7 @@ def steps_insert_fenced(rows: list[AgentStep], *, run_pk: int, token: str,
         raise ValueError("one row, no upsert, where the database does not return a multi-row INSERT's ids")
     q = connection.ops.quote_name
     meta, run = AgentStep._meta, DiagnosisRun._meta
-    fields = [field for field in meta.concrete_fields if not field.primary_key]
+    fields = insert_fields(AgentStep)
     select, params = _select(rows, fields)
     counter, n = q("counter"), q("n")
     numbers = " UNION ALL ".join(f"SELECT {i} AS {n}" for i in range(1, len(rows) + 1))
