@@ -25,7 +25,8 @@ from diagnosis.localisation.levels import WARN_OR_WORSE, at_least
 from diagnosis.localisation.ranking import (TOLERANCE_S, Candidate, busy_only, cause_kind, candidates_of, explain, rank,
                                            starved, symptom_only)
 from diagnosis.localisation.records import Evidence, Ref, read_evidence, service_of
-from diagnosis.localisation.signals import MIN_BASELINE_S, Signal, all_signals
+from diagnosis.localisation.log_rates import MIN_BASELINE_S
+from diagnosis.localisation.signals import Signal, all_signals
 
 MIN_ROOT_STRENGTH = 0.45
 KIND_MARGIN = 1.25

@@ -17,13 +17,12 @@ from typing import Mapping
 
 from diagnosis.localisation.deviation import Shift, rates, ratio, shift
 from diagnosis.localisation.levels import at_least
+from diagnosis.localisation.log_rates import LOG_LLR, MIN_BASELINE_S, ongoing, rate_change
 from diagnosis.localisation.records import Evidence, LogRecord, MetricSeries, Ref, service_of, workload_of
 from diagnosis.localisation.templates import Template, mine, zeroed
 
 MIN_SCORE = 6.0  # robust deviations for a metric shift to count
 MIN_RELATIVE = 0.2  # and at least this far from its baseline, relatively
-LOG_LLR = 4.0  # log-likelihood ratio of a template's rate change to count
-MIN_BASELINE_S = 480  # seconds of logs before a change needed to call it a change
 
 
 @dataclass
@@ -269,52 +268,6 @@ CHANGE_LINE = re.compile(r"(?<![A-Za-z0-9_])(?:deploy(?:ed|ing)|roll(?:ed|ing)? 
 _DURATION = re.compile(r"(?<![\w.])(\d+(?:\.\d+)?)\s?(ms|msec|milliseconds|s|sec|seconds|µs|us)\b", re.I)
 
 
-def _llr(n1: int, d1: float, n2: int, d2: float) -> float:
-    """Log-likelihood ratio of two Poisson rates against one (a rate change of a template)."""
-    n, d = n1 + n2, d1 + d2
-    if n == 0 or d1 <= 0 or d2 <= 0:
-        return 0.0
-    lam = n / d
-
-    def term(k: int, t: float) -> float:
-        return k * math.log(k / (lam * t)) if k else 0.0
-
-    return term(n1, d1) + term(n2, d2)
-
-
-def _rate_change(times: list[float], low: float, high: float) -> tuple[float, float, int, int] | None:
-    """The split that best separates a lower rate before from a higher rate after: (llr, at, before, after)."""
-    best = None
-    for i, at in enumerate(times):
-        if at - low < MIN_BASELINE_S:
-            continue
-        n1, n2 = i, len(times) - i
-        d1, d2 = at - low, max(high - at, 60.0)
-        if n2 / d2 <= n1 / d1:
-            continue
-        score = _llr(n1, d1, n2, d2)
-        if best is None or score > best[0]:
-            best = (score, at, n1, n2)
-        if n1 == 0:
-            break  # the first occurrence after a quiet baseline: nothing later beats it by much
-    return best
-
-
-STOPPED_P = 0.01  # a template has stopped when a silence this long had under this chance at its own rate
-
-
-def _ongoing(last: float, change: tuple[float, float, int, int] | None, high: float) -> bool:
-    """Whether a template still occurs at the end of the window: its last line is recent (10 minutes, or
-    half the time since its onset), or the silence since is one its own rate since the onset makes likely
-    (three lines in a quarter of an hour leave gaps of ten minutes; three hundred do not)."""
-    gap = high - last
-    since = high - (change[1] if change else high)
-    if gap <= max(600.0, 0.5 * since):
-        return True
-    after = change[3] if change else 0
-    return math.exp(-after * gap / max(since, 60.0)) >= STOPPED_P
-
-
 def log_signals(evidence: Evidence, templates: dict[tuple[str, int], Template]) -> list[Signal]:
     signals = []
     spans: dict[str, tuple[int, int, str] | None] = {}  # where a digit shape states a duration
@@ -327,11 +280,11 @@ def log_signals(evidence: Evidence, templates: dict[tuple[str, int], Template]) 
         times = [r.ts for r in ordered]
         worst = template.level  # the most severe of its records' levels (``mine``)
         if at_least(worst, "WARN"):
-            change = _rate_change(times, low, high)
-            ongoing = _ongoing(times[-1], change, high)
+            change = rate_change(times, low, high)
+            still = ongoing(times[-1], change, high)
             # A rate that jumped, or an error shape never seen in a baseline of clean logs (a new template).
             new_error = change is not None and change[2] == 0 and change[3] >= 2 and at_least(worst, "ERROR")
-            if change and (change[0] >= LOG_LLR or new_error) and ongoing and (change[3] >= 2 or worst == "FATAL"):
+            if change and (change[0] >= LOG_LLR or new_error) and still and (change[3] >= 2 or worst == "FATAL"):
                 llr, at, before, after = change
                 first = next(r for r in ordered if r.ts >= at)
                 if worst == "WARN":  # warnings alone never make a root: they only add to other signals

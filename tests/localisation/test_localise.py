@@ -496,3 +496,18 @@ def test_a_root_that_only_slows_and_fails_is_not_decisive_when_a_fault_of_its_ow
     assert found.outcome == "undetermined" and found.reason == "not_separated"
     later = localise(_slow_middle_and_an_earlier_fault_elsewhere(50).items, ["velmora"])
     assert (later.outcome, later.root, later.kind) == ("root_cause", "brovik", "network.timeout"), later.reason
+
+
+def test_an_error_line_long_before_a_burst_of_the_same_shape_is_a_blip_not_the_onset():
+    """A gateway logged one 504 forty minutes before its 504s began in earnest, when the upstream's
+    certificate stopped verifying: its trouble began with the burst, so the upstream it names explains it."""
+    results = Results()
+    results.logs("orlan", [(-3400 + i * 120, "", f"GET /v1/tokens 200 in {30 + i} ms") for i in range(28)]
+                 + [(-2500, "ERROR", "POST /v1/tokens 504 upstream vesk:8443 (req 1)")]
+                 + [(-700 + i * 60, "ERROR", f"POST /v1/tokens 504 upstream vesk:8443 (req {i + 2})") for i in range(10)]
+                 + [(-690 + i * 60, "ERROR", "request to https://vesk:8443/v1/keys failed: SSL_do_handshake() failed "
+                                             f"(certificate verify failed) (try {i})") for i in range(10)])
+    results.logs("vesk", [(-3400 + i * 200, "", f"key rotation check ok ({i})") for i in range(17)])
+    found = localise(results.items, ["orlan"])
+    assert (found.outcome, found.root, found.kind) == ("root_cause", "vesk", "network.tls"), (
+        found.outcome, found.root, found.reason)
