@@ -129,6 +129,8 @@ def explain(candidates: dict[str, Candidate], graph: DependencyGraph) -> None:
                 continue  # callers that waited on it, while it shows nothing itself: the caller's own pool ran dry
             options.append((dependency.onset if dependency.onset is not None else math.inf,
                             -dependency.strength, dependency.service, edge))
+        if not options:
+            options = _through_silent(candidate, candidates, graph)
         if options:
             options.sort(key=lambda o: (o[0], o[1], o[2]))
             candidate.explained_by, candidate.edge = options[0][2], options[0][3]
@@ -138,6 +140,23 @@ def explain(candidates: dict[str, Candidate], graph: DependencyGraph) -> None:
         if other is not None and other.explained_by == candidate.service:
             keep = _root_of_pair(candidate, other, graph.nodes)
             keep.explained_by, keep.edge = None, None
+
+
+def _through_silent(candidate: Candidate, candidates: dict[str, Candidate], graph: DependencyGraph) -> list:
+    """A dependency that shows nothing itself but whose own lines name an anomalous dependency of its own
+    passes that trouble on: the candidate's options through it (the edge kept is the candidate's own)."""
+    options = []
+    for edge in graph.dependencies(candidate.service):
+        if edge.via == "placement" or edge.callee in candidates or edge.callee in graph.nodes:
+            continue
+        for onward in graph.dependencies(edge.callee):
+            dependency = candidates.get(onward.callee)
+            if dependency is None or onward.via == "placement" or dependency.service == candidate.service \
+                    or busy_only(dependency) or not _not_later(dependency, candidate, TOLERANCE_S):
+                continue
+            options.append((dependency.onset if dependency.onset is not None else math.inf,
+                            -dependency.strength, dependency.service, edge))
+    return options
 
 
 _SYMPTOM_KINDS = {"latency", "errors", "saturation", "traffic", "alert", "restart", "stopped", "BackOff", "Unhealthy"}

@@ -511,3 +511,26 @@ def test_an_error_line_long_before_a_burst_of_the_same_shape_is_a_blip_not_the_o
     found = localise(results.items, ["orlan"])
     assert (found.outcome, found.root, found.kind) == ("root_cause", "vesk", "network.tls"), (
         found.outcome, found.root, found.reason)
+
+
+def test_a_dependency_that_shows_nothing_itself_passes_on_the_trouble_of_the_one_its_lines_name():
+    """The asked service's dependency slowed down; it calls one that deviates in nothing (its routine lines
+    name it), whose own lines name a third that broke first: the third explains both through the quiet
+    one, and is the root."""
+    results = Results()
+    results.metric({"__name__": "http_request_duration_seconds", "service": "pelmo"}, stepped(0.2, 2.9, 48))
+    results.logs("pelmo", [(-3000 + i * 150, "", f"GET /v1/basket 200 in {30 + i} ms") for i in range(15)]
+                 + [(-700 + i * 60, "ERROR", f"request to kelvar:8080 timed out after 3000 ms (try {i})")
+                    for i in range(8)])
+    results.metric({"__name__": "http_request_duration_seconds", "service": "kelvar"}, stepped(0.1, 2.6, 47))
+    results.logs("kelvar", [(-3400 + i * 150, "", f"fetched stock from http://dostin:8080/v1/stock in {30 + i} ms")
+                            for i in range(22)])
+    results.logs("dostin", [(-3300 + i * 200, "", f"health check ok ({i})") for i in range(16)]
+                 + [(-820, "ERROR", "upstream request failed: connect ECONNREFUSED fernal:5000")])
+    results.logs("fernal", [(-3000 + i * 150, "", f"POST /v1/ledger 200 in {30 + i} ms") for i in range(15)]
+                 + [(-880 + i * 60, "ERROR", f"could not write segment {i}: No space left on device")
+                    for i in range(10)])
+    found = localise(results.items, ["pelmo"])
+    assert (found.outcome, found.root, found.kind) == ("root_cause", "fernal", "resource.disk"), (
+        found.outcome, found.root, found.reason)
+    assert [e.callee for e in found.path] == ["kelvar", "dostin", "fernal"]
