@@ -143,8 +143,9 @@ def explain(candidates: dict[str, Candidate], graph: DependencyGraph) -> None:
 
 
 def _through_silent(candidate: Candidate, candidates: dict[str, Candidate], graph: DependencyGraph) -> list:
-    """A dependency that shows nothing itself but whose own lines name an anomalous dependency of its own
-    passes that trouble on: the candidate's options through it (the edge kept is the candidate's own)."""
+    """A dependency that shows nothing itself but whose own evidence (lines, caller/callee labels, traces)
+    links it to an anomalous dependency passes that trouble on: the candidate's options through it (the
+    edge kept is the candidate's own)."""
     options = []
     for edge in graph.dependencies(candidate.service):
         if edge.via == "placement" or edge.callee in candidates or edge.callee in graph.nodes:
