@@ -397,8 +397,8 @@ def _read_pods(evidence: Evidence, inv: str, pods: list[Any]) -> int:
         _place(evidence, pod, name, service)
         if pod.get("reason"):
             text = str(pod["reason"])
-            evidence.kube.append(KubeFact(Ref(inv, "query_kubernetes", f"$.pods[{i}].reason", text), service, text,
-                                          None, str(pod.get("message") or ""), True))
+            evidence.kube.append(KubeFact(Ref(inv, "query_kubernetes", f"$.pods[{i}]", json_item("reason", pod["reason"])),
+                                          service, text, None, str(pod.get("message") or ""), True))
         for j, container in enumerate(pod.get("containers") or []):
             if isinstance(container, Mapping):
                 _read_container(evidence, inv, f"$.pods[{i}].containers[{j}]", service, container)
@@ -406,8 +406,26 @@ def _read_pods(evidence: Evidence, inv: str, pods: list[Any]) -> int:
     return count
 
 
+def json_item(key: str, value: Any) -> str:
+    """``"key": value`` exactly as it appears in the JSON text of its object (``json.dumps`` defaults)."""
+    return f"{json.dumps(key, ensure_ascii=False)}: {json.dumps(value, ensure_ascii=False)}"
+
+
+def state_quote(state: Mapping[str, Any]) -> str:
+    """A container state's reason as its object's JSON text shows it, with the exit code when it follows
+    (``"reason": "OOMKilled", "exitCode": 137``). A bare reason is a word or two, too short to be cited;
+    quoted from the state's text, it is long enough and still says only what the record says."""
+    items = [(k, json_item(k, v)) for k, v in state.items()]
+    at = next(n for n, (k, _) in enumerate(items) if k == "reason")
+    if at + 1 < len(items) and items[at + 1][0] == "exitCode":
+        return ", ".join(text for _, text in items[at:at + 2])
+    return items[at][1]
+
+
 def _read_container(evidence: Evidence, inv: str, path: str, service: str, container: Mapping[str, Any]) -> None:
-    """A container's state and last state (each with a reason) and its restarts; ``path`` is its JSON path."""
+    """A container's state and last state (each with a reason) and its restarts; ``path`` is its JSON path.
+    Both are cited by their object's text (``state_quote``, ``json_item``): a reason or a count alone is too
+    short for a citation."""
     for key in ("state", "lastState"):
         state = container.get(key)
         if not isinstance(state, Mapping) or not state.get("reason"):
@@ -415,11 +433,11 @@ def _read_container(evidence: Evidence, inv: str, path: str, service: str, conta
         reason = str(state["reason"])
         # The last termination's time says when it last happened, not when the trouble began.
         ts = None if key == "lastState" else parse_time(state.get("finishedAt") or state.get("startedAt"))
-        evidence.kube.append(KubeFact(Ref(inv, "query_kubernetes", f"{path}.{key}.reason", reason), service, reason,
+        evidence.kube.append(KubeFact(Ref(inv, "query_kubernetes", f"{path}.{key}", state_quote(state)), service, reason,
                                       ts, str(state.get("message") or ""), reason not in ("Completed",)))
     restarts = container.get("restartCount")
     if isinstance(restarts, int) and restarts > 0:
-        evidence.kube.append(KubeFact(Ref(inv, "query_kubernetes", f"{path}.restartCount", str(restarts)), service,
+        evidence.kube.append(KubeFact(Ref(inv, "query_kubernetes", path, json_item("restartCount", restarts)), service,
                                       "Restarted", None, "", False))
 
 

@@ -6,7 +6,7 @@ import pytest
 
 from diagnosis.localisation.outcome import localise
 from diagnosis.evaluation.localisation_report import full_evidence
-from tests.localisation.support import Results, flat, stepped
+from tests.localisation.support import Results, flat, iso, stepped
 
 ROOT = Path(__file__).resolve().parents[2]
 SCENARIOS = sorted((ROOT / "diagnosis/demo/scenarios").iterdir()) + sorted((ROOT / "tests/holdout_scenarios").iterdir())
@@ -534,3 +534,32 @@ def test_a_dependency_that_shows_nothing_itself_passes_on_the_trouble_of_the_one
     assert (found.outcome, found.root, found.kind) == ("root_cause", "fernal", "resource.disk"), (
         found.outcome, found.root, found.reason)
     assert [e.callee for e in found.path] == ["kelvar", "dostin", "fernal"]
+
+
+def test_a_container_killed_at_its_memory_limit_is_cited_by_records_long_enough_to_verify():
+    """Kubernetes says a container's fate in a word (``OOMKilled``) and a count: too short to cite alone. The
+    localiser's records quote them from their object's text, so a root seen only in Kubernetes keeps every
+    citation, and the Gatekeeper finds each one in the result it names."""
+    from diagnosis.gatekeeper import InvocationRecord, verify_bindings
+    from diagnosis.llm.offline.localised import root_claim
+
+    results = Results()
+    results.logs("quillet", [(-3400 + i * 95, "", f"thumbnail written id=img-{i} dur={60 + i % 7}ms") for i in range(30)])
+    results.kubernetes({"pods": [{"name": "quillet-6f7d9c5b8-r2k4m", "labels": {"app": "quillet"}, "containers": [
+        {"name": "quillet", "restartCount": 5, "state": {"state": "running"},
+         "lastState": {"state": "terminated", "reason": "OOMKilled", "exitCode": 137}}]}],
+        "events": [{"type": "Warning", "reason": "BackOff", "object": "Pod/quillet-6f7d9c5b8-r2k4m",
+                    "message": "Back-off restarting failed container quillet in pod quillet-6f7d9c5b8-r2k4m",
+                    "lastTimestamp": iso(-300)}]}, "quillet")
+    found = localise(results.items, ["quillet"])
+    assert (found.outcome, found.root, found.kind) == ("root_cause", "quillet", "resource.memory")
+    _finding, bindings = root_claim(found)
+    assert any("OOMKilled" in b["evidence_excerpt"] for b in bindings), bindings
+    assert len(bindings) >= 2
+    lookup = type("Lookup", (), {"lookup": lambda self, ids: [
+        InvocationRecord(r["invocation_id"], "run-1", r["tool_name"], "SUCCESS", r["result"])
+        for r in results.items if r["invocation_id"] in ids]})()
+    audit = verify_bindings(executor_output={"version": "executor_evidence_v2", "claims": [
+        {"claim_id": "c1", "statement": "The container was killed at its memory limit.", "evidence": bindings}]},
+        run_id="run-1", lookup=lookup)
+    assert audit.verified_binding_count == audit.total_binding_count == len(bindings)

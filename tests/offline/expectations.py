@@ -7,5 +7,4 @@ UNDETERMINED = {
     "invoice-renderer-slow-flag",  # a flag change and worker kills fit equally well
     "settlement-replication-lag-zh",  # the replica's lag is told in the caller's words; no record names the database
     "shipping-misleading-errors",  # the breaking change is on a dependency that itself shows nothing
-    "thumbnailer-oomkilled-k8s",  # the asked-about caller's errors are followed, the OOM kills not reached in budget
 }

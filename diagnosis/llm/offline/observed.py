@@ -3,12 +3,12 @@ chunks) and what it keeps per service; ``anomalies`` analyses them and ``observa
 
 from __future__ import annotations
 
-import json
 import re
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Iterable, Mapping
 
+from diagnosis.localisation.records import state_quote
 from diagnosis.llm.offline.lexicon import (
     CAUSES,
     CAUSE_BY_KEY,
@@ -215,11 +215,6 @@ K8S_FAILING_WAIT = frozenset({"CrashLoopBackOff", "ImagePullBackOff", "ErrImageP
                               "CreateContainerError", "InvalidImageName", "RunContainerError"})
 
 
-def _json_item(key: str, value: Any) -> str:
-    """``"key": value`` exactly as it appears in the JSON text of the object (json.dumps defaults)."""
-    return f"{json.dumps(key, ensure_ascii=False)}: {json.dumps(value, ensure_ascii=False)}"
-
-
 def kubernetes_lines(inv: str, result: Mapping[str, Any], seen: set) -> list[LogLine]:
     """Kubernetes state as log-like lines of the workload: Warning events, failing waits, last terminations.
 
@@ -242,12 +237,7 @@ def kubernetes_lines(inv: str, result: Mapping[str, Any], seen: set) -> list[Log
                 if not failing:
                     continue
                 when = state.get("finishedAt") or state.get("startedAt") or ""
-                # The reason (with the exit code next to it) quoted from the state's JSON text: long enough to cite.
-                items = [(k, _json_item(k, v)) for k, v in state.items()]
-                at = next(n for n, (k, _) in enumerate(items) if k == "reason")
-                quoted = ", ".join(text for _, text in items[at:at + 2]) if at + 1 < len(items) and items[at + 1][0] == "exitCode" \
-                    else items[at][1]
-                candidates = [(quoted, f"$.pods[{i}].containers[{j}].{key}")]
+                candidates = [(state_quote(state), f"$.pods[{i}].containers[{j}].{key}")]
                 if isinstance(state.get("message"), str) and state["message"]:
                     candidates.append((state["message"], f"$.pods[{i}].containers[{j}].{key}.message"))
                 for value, path in candidates:
