@@ -24,6 +24,7 @@ from typing import Any
 
 from diagnosis.contracts import KNOWLEDGE_TOOLS
 from diagnosis.jsonpath import JsonPathError, parse
+from diagnosis.localisation.records import service_of as labels_service
 from diagnosis.localisation.taxonomy import CAUSE_KIND_BY_ID, CAUSE_KINDS
 
 CLAIM_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$"
@@ -31,7 +32,6 @@ CLAIM_ID_RE = re.compile(CLAIM_ID_PATTERN)
 OUTCOMES = ("root_cause", "nothing_wrong", "undetermined")
 CAUSE_KIND_IDS = tuple(kind.id for kind in CAUSE_KINDS)
 MAX_SYMPTOMS = 12
-SERVICE_LABELS = ("service", "app", "app.kubernetes.io/name", "app_kubernetes_io_name", "k8s-app", "application", "job")
 ERROR_LEVELS = frozenset({"error", "err", "fatal", "critical", "crit", "panic", "alert", "emerg", "emergency", "severe"})
 _ISO = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?$")
 _SERVICE = re.compile(r"^[A-Za-z0-9][\w.:/-]{0,127}$")
@@ -103,18 +103,15 @@ def service_name(value: Any) -> str | None:
 
 
 def record_service(tool_name: str, record: Mapping[str, Any]) -> str | None:
-    """The service label of one record: its own ``service`` field, else the usual labels."""
+    """The service of one record: its own ``service`` field, else what its labels say by the conventions the
+    localiser reads them with (``localisation.records.service_of``: a service label, else its pod's workload)."""
     if tool_name in KNOWLEDGE_TOOLS:
         return None
     own = service_name(record.get("service"))
     if own:
         return own
     labels = _labels(record)
-    for name in SERVICE_LABELS:
-        found = service_name(labels.get(name))
-        if found:
-            return found
-    return None
+    return service_name(labels_service({str(k): v for k, v in labels.items() if isinstance(v, str)})) if labels else None
 
 
 def record_time(record: Mapping[str, Any], tail: tuple) -> str | None:

@@ -394,7 +394,9 @@ def _next_checks(top: Candidate, graph, evidence: Evidence) -> list[NextCheck]:
             checks.append(NextCheck("query_metrics", {"service": edge.callee}, f"{top.service} depends on it"))
     for address, _ref in graph.unresolved.get(top.service, [])[:2]:
         name = service_in_address(address)
-        if name is None:
+        if name is None:  # an IP: the cluster's Services (cluster IPs, endpoint pod IPs) say who answers there
+            if not any(c.tool == "query_kubernetes" and "name" not in c.arguments for c in checks):
+                checks.append(NextCheck("query_kubernetes", {"kind": "service"}, f"which Service answers at {address}"))
             continue
         # Kubernetes DNS names a Service by its first label (<service>.<namespace>.svc.cluster.local).
         checks.append(NextCheck("query_logs", {"service": name}, f"{top.service} calls {address}"))

@@ -188,8 +188,8 @@ def claim_owner(claim: str, known: Iterable[str] = ()) -> str:
     return max(owners, key=len) if owners else head.split("-", 1)[1]
 
 
-_SERVICE_LABELS = ("service", "service_name", "app", "application", "app_kubernetes_io_name", "job", "container",
-                   "destination_workload", "dst_deployment", "deployment", "workload")
+_SERVICE_LABELS = ("service", "service_name", "app", "application", "app_kubernetes_io_name", "app.kubernetes.io/name",
+                   "k8s-app", "job", "container", "destination_workload", "dst_deployment", "deployment", "workload")
 
 
 def service_of(labels: Mapping[str, str], known: Iterable[str] = ()) -> str:

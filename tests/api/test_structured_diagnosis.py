@@ -218,3 +218,19 @@ def test_a_root_cause_resting_only_on_a_runbook_is_labelled_and_capped(openai_ll
     assert root["basis"] == "knowledge_only" and root["service"] is None
     assert run.effective_verdict == "LOW_CONFID"
     assert "A similar past incident or runbook describes" in run.answer
+
+
+def test_a_root_named_by_its_pods_series_is_the_service_of_that_series_not_of_the_callers_line():
+    """A root's own evidence is often a series labelled only by its pod (cAdvisor, the kubelet), and its caller's
+    line names it by an IP. The composer's chosen root is of the series: its pod's workload."""
+    from diagnosis.structured_diagnosis import cited_record, service_of
+
+    series = {"series": [{"labels": {"__name__": "container_network_receive_packets_dropped_total",
+                                     "namespace": "tovra", "pod": "quenmor-7d9f8c6b5-x2x9q", "interface": "eth0"},
+                          "values": [[1.0, "3"]], "description": "container_network_receive_packets_dropped_total"}]}
+    logs = {"records": [{"timestamp": "2026-11-29T11:58:00Z", "service": "plisket", "level": "WARN",
+                         "message": "connect EHOSTUNREACH 10.244.7.12:8080"}]}
+    records = [cited_record(invocation_id="inv-1", tool_name="query_metrics", result=series, raw_path="$.series[0].description"),
+               cited_record(invocation_id="inv-2", tool_name="query_logs", result=logs, raw_path="$.records[0].message")]
+    assert records[0].service == "quenmor"
+    assert service_of(records, "quenmor") == "quenmor"

@@ -93,6 +93,24 @@ def test_the_next_queries_follow_the_dependency_the_errors_name_and_repeat_none(
     assert not [c for c in calls if c[1].get("service") == "edge"]
 
 
+def test_an_ip_in_the_errors_is_looked_up_in_the_clusters_services_and_the_service_there_followed_next():
+    """An error line names its dependency by an IP only: the next round reads the cluster's Services (the
+    address book), and the round after follows the service that answers at that IP."""
+    tools = TOOLS | {"query_kubernetes"}
+    caller = logs("vendrix", [(-3000 + 60 * i, "INFO", f"GET /v1/parcels 200 in {20 + i % 5} ms") for i in range(40)]
+                  + [(-600 + 30 * i, "ERROR", "dial tcp 10.244.61.9:7070: i/o timeout") for i in range(12)])
+    first = next_calls(Observations([caller]), [caller], ["vendrix"], tools, "")
+    assert first[0] == ("query_kubernetes", {"kind": "service"})
+    book = {"tool_name": "query_kubernetes", "arguments": {"kind": "service"}, "status": "SUCCESS",
+            "invocation_id": "inv-00000007", "result": {"pods": [], "events": [], "services": [
+                {"name": "brasko", "namespace": "tovra", "clusterIP": "10.96.14.3", "selector": {"app": "brasko"},
+                 "endpoints": [{"ip": "10.244.61.9", "pod": "brasko-6c8d9f7b4-q7w2z"}]}]}}
+    results = [caller, book]
+    second = next_calls(Observations(results), results, ["vendrix"], tools, "")
+    assert ("query_logs", {"service": "brasko", "limit": 200}) in second
+    assert ("query_kubernetes", {"kind": "service"}) not in second  # asked once
+
+
 # --------------------------------------------------------------------------- durations and thresholds
 
 

@@ -180,8 +180,9 @@ def undetermined_summary(loc: Localisation) -> str:
 
 
 def follow_ups(loc: Localisation, calls: set[str], offered: set[str], limit_services: int) -> list[tuple[str, dict]]:
-    """The next queries: the dependencies the evidence names for the leading candidates and the asked
-    services that no query has examined yet, then the localiser's own next checks."""
+    """The next queries: the cluster's address book when their error lines name an IP, the dependencies the
+    evidence names for the leading candidates and the asked services that no query has examined yet, then
+    the localiser's own next checks."""
     services: list[str] = []
     leading = [c.service for c in loc.candidates[:3]] + list(loc.subject)
     for check in loc.next_checks:
@@ -197,13 +198,19 @@ def follow_ups(loc: Localisation, calls: set[str], offered: set[str], limit_serv
             if name and name not in services:
                 services.append(name)
     wanted: list[tuple[str, dict]] = []
+    # An IP address names no service: the cluster's Services (their cluster IPs and endpoint pod IPs) do, and
+    # the next round follows the service it resolves to.
+    book = ("query_kubernetes", {"kind": "service"})
+    if (book[0] in offered and _canonical(*book) not in calls
+            and any(service_in_address(a) is None for s in leading for a, _ref in loc.graph.unresolved.get(s, []))):
+        wanted.append(book)
     for service in services:
-        if len({s for t, a in wanted for s in [a.get("service")]}) >= limit_services:
+        if len({a["service"] for _t, a in wanted if "service" in a}) >= limit_services:
             break
         for tool, args in (("query_logs", {"service": service, "limit": LOG_LIMIT}), ("query_metrics", {"service": service})):
             if tool in offered and _canonical(tool, args) not in calls:
                 wanted.append((tool, args))
-    for check in loc.next_checks:  # a node's series, by label (a Service lookup is left as advice)
+    for check in loc.next_checks:  # a node's series, by label (a Service lookup by name is left as advice)
         if check.tool == "query_metrics" and "query" in check.arguments:
             if check.tool in offered and _canonical(check.tool, check.arguments) not in calls:
                 wanted.insert(0, (check.tool, dict(check.arguments)))
