@@ -156,7 +156,9 @@ def render_answer(
                                  shown={c for ids in sections.values() for c in ids},
                                  concluded=concluded and not quotes_only, records_of=records_of,
                                  summary=plain_statement, knowledge_root=knowledge_root)
-    if diagnosis["undetermined"] and page.verified and not quotes_only:
+    # "The evidence shows a problem": runbooks and cases alone show none (a how-to answer quotes only them).
+    if diagnosis["undetermined"] and page.verified and not quotes_only and not all(
+            knowledge_only(claim) for claim in page.verified.values()):
         page.lines += ["", page.say(UNDETERMINED)]
     page.lines += _limitations(failed_tools, page.language)
     kept_suggestions, advice = _advice(page, sections, flagged, [*free_steps, *(suggestions or ())], prompt_echoed)

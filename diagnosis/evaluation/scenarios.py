@@ -93,7 +93,13 @@ def score_run(run: DiagnosisRun, truth: dict) -> dict:
     expected = truth.get("root_cause_service")
     healthy = bool(truth.get("expected_nothing_wrong")) or not expected
     passed = run.effective_verdict == Verdict.PASS
-    if healthy:
+    if truth.get("question_kind") in ("howto", "no_data"):
+        # A how-to question is answered from the runbooks and a question about a service without telemetry says
+        # so: neither is ever a root cause, nor "nothing wrong" (which would claim the service was checked).
+        nothing_wrong_correct = None
+        service_hit = cause_hit = root is None and not diagnosis.nothing_wrong
+        false_confidence = passed and (root is not None or diagnosis.nothing_wrong)
+    elif healthy:
         nothing_wrong_correct = diagnosis.nothing_wrong and root is None
         service_hit = cause_hit = nothing_wrong_correct
         false_confidence = passed and root is not None

@@ -295,11 +295,10 @@ def _doubt(top: Candidate, roots: list[Candidate], graph, evidence: Evidence, ca
             # Only slower or failing, as any trouble below it would show, while a fault of its own began
             # earlier elsewhere: a call the evidence does not show may link the two.
             return "not_separated"
-    unexamined = [e.callee for e in graph.dependencies(top.service)
-                  if e.callee not in candidates and e.callee not in evidence.services() and e.callee not in graph.nodes]
+    quiet, unexamined = _beyond(top, graph, evidence, candidates)
     if unexamined and not _intrinsic(top):
         return "dependency_not_examined"
-    if graph.unresolved.get(top.service) and not _intrinsic(top):
+    if any(graph.unresolved.get(s) for s in [top.service, *quiet]) and not _intrinsic(top):
         return "address_not_resolved"
     if (top.kind or "").startswith("dependency.") and top.role != top.kind:
         return "dependency_not_identified"  # its errors blame a dependency the evidence does not name
@@ -316,6 +315,33 @@ def _doubt(top: Candidate, roots: list[Candidate], graph, evidence: Evidence, ca
             and ranked[0][0].split(".")[0] != ranked[1][0].split(".")[0]:
         return "kind_ambiguous"
     return ""
+
+
+QUIET_HOPS = 2
+
+
+def _beyond(top: Candidate, graph, evidence: Evidence, candidates) -> tuple[list[str], list[str]]:
+    """What lies below the top: the examined dependencies that show nothing themselves (quiet hops, up to
+    ``QUIET_HOPS`` deep: trouble further down reaches the top through them), and the services its dependencies
+    or those hops name whose own telemetry no query returned."""
+    seen = evidence.examined()
+    quiet: list[str] = []
+    unexamined: list[str] = []
+    frontier = [top.service]
+    for depth in range(QUIET_HOPS + 1):
+        following = []
+        for service in frontier:
+            for edge in graph.dependencies(service):
+                callee = edge.callee
+                if callee in candidates or callee in graph.nodes or callee == top.service:
+                    continue
+                if callee not in seen:
+                    unexamined.append(callee)
+                elif depth < QUIET_HOPS and edge.via != "placement" and callee not in quiet:
+                    quiet.append(callee)
+                    following.append(callee)
+        frontier = following
+    return quiet, list(dict.fromkeys(unexamined))
 
 
 def _changed_dependencies(top: Candidate, graph, context: list[Signal]) -> dict[str, list[Signal]]:
@@ -388,11 +414,12 @@ def _next_checks(top: Candidate, graph, evidence: Evidence) -> list[NextCheck]:
     for node in (_unexamined_nodes(top, graph, evidence) if starved(top) else [])[:1]:
         name = node.removeprefix("node:")
         checks.append(NextCheck("query_metrics", {"query": f'{{node="{name}"}}'}, f"{top.service} runs on {name}"))
-    for edge in graph.dependencies(top.service):
-        if edge.callee not in evidence.services() and not edge.callee.startswith("node:"):
-            checks.append(NextCheck("query_logs", {"service": edge.callee}, f"{top.service} depends on it"))
-            checks.append(NextCheck("query_metrics", {"service": edge.callee}, f"{top.service} depends on it"))
-    for address, _ref in graph.unresolved.get(top.service, [])[:2]:
+    quiet, unexamined = _beyond(top, graph, evidence, {})
+    for callee in unexamined:
+        if not callee.startswith("node:"):
+            checks.append(NextCheck("query_logs", {"service": callee}, f"{top.service} depends on it"))
+            checks.append(NextCheck("query_metrics", {"service": callee}, f"{top.service} depends on it"))
+    for address, _ref in [a for s in [top.service, *quiet] for a in graph.unresolved.get(s, [])][:2]:
         name = service_in_address(address)
         if name is None:  # an IP: the cluster's Services (cluster IPs, endpoint pod IPs) say who answers there
             if not any(c.tool == "query_kubernetes" and "name" not in c.arguments for c in checks):

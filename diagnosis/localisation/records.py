@@ -146,10 +146,17 @@ class Evidence:
     def services(self) -> set[str]:
         names = {r.service for r in self.logs} | {a.service for a in self.alerts if a.service}
         names |= {k.service for k in self.kube} | {c.service for c in self.changes}
-        names |= {service_of(s.labels) for s in self.series if "persistentvolumeclaim" not in s.labels} - {""}
+        return self._with_series(names)
+
+    def examined(self) -> set[str]:
+        """The services whose own telemetry (logs, series, Kubernetes state) a query returned or was asked for:
+        an alert or a change record names a service without examining it."""
+        return self._with_series({r.service for r in self.logs} | {k.service for k in self.kube} | set(self.queried))
+
+    def _with_series(self, names: set[str]) -> set[str]:
+        names = names | {service_of(s.labels) for s in self.series if "persistentvolumeclaim" not in s.labels} - {""}
         # A volume's series last: its claim is read against the workloads the rest of the evidence names.
-        names |= {service_of(s.labels, names) for s in self.series if "persistentvolumeclaim" in s.labels} - {""}
-        return names
+        return names | {service_of(s.labels, names) for s in self.series if "persistentvolumeclaim" in s.labels} - {""}
 
 
 # --------------------------------------------------------------------------- names

@@ -133,6 +133,22 @@ def test_healthy_scenarios_score_nothing_wrong():
     assert bad["false_confidence"] and bad["nothing_wrong_correct"] is False
 
 
+@pytest.mark.parametrize("kind", ["howto", "no_data"])
+def test_a_howto_or_no_data_question_is_right_without_a_root_cause_and_never_nothing_wrong(kind):
+    truth = {"root_cause_service": None, "expected_nothing_wrong": False, "question_kind": kind, "cause_keywords": []}
+
+    def scored(diagnosis: dict) -> dict:
+        return evaluation.score_run(DiagnosisRun(answer="", effective_verdict="PASS", self_evaluation={},
+                                                 diagnosis=diagnosis), truth)
+
+    answered = scored({"rootCause": None, "nothingWrong": False, "undetermined": True, "symptoms": []})
+    assert answered["root_cause_hit"] and not answered["false_confidence"]
+    healthy = scored({"rootCause": None, "nothingWrong": True, "undetermined": False, "symptoms": []})
+    assert healthy["false_confidence"] and not healthy["root_cause_hit"]
+    blamed = scored(_root("catalog-service", "x"))
+    assert blamed["false_confidence"] and not blamed["root_cause_hit"]
+
+
 
 def _score(**fields) -> evaluation.ScenarioScore:
     base = dict(scenario="s", language="en", run_id="run-x", status="SUCCESS", verdict="PASS", service_hit=False,

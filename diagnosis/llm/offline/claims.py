@@ -4,6 +4,7 @@ The root-cause claim is the localiser's (``localised.root_claim``); these are th
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from typing import Any, Iterable
 
@@ -208,6 +209,29 @@ def runbook_claims(obs: Observations, root: str, symptoms: list[str], cause: Cau
         used[key] += 1
         book.add(RunbookAdvice(chunk.title, _short(line, 200)), [chunk.binding(line)])
     _runbook_mismatch(obs, [root, *symptoms], cause, book)
+
+
+STEP_HEADING = re.compile(r"step|procedure|how|runbook|操作|步骤|流程|处置", re.IGNORECASE)
+MAX_PROCEDURE_STEPS = 3
+
+
+def procedure_claims(obs: Observations, subject: list[str], book: ClaimBook, language: str) -> str | None:
+    """A how-to question's answer: the steps of the runbook that best fits it, quoted line by line. The best
+    fit is the first retrieved runbook (retrieval ranks by the question) that names an asked service (the first
+    one when none is asked about); its lines under a steps heading come first, in their order. Returns the
+    runbook's title, or None when no retrieved runbook fits."""
+    runbooks = [c for c in obs.knowledge if c.source_type != "case"] or list(obs.knowledge)
+    if not runbooks:
+        return None
+    chunk = next((c for c in runbooks if any(s and s in f"{c.title}\n{c.content}" for s in subject)),
+                 None if subject else runbooks[0])
+    if chunk is None:  # the asked service's runbook was not retrieved: another service's steps are no answer
+        return None
+    lines = list(chunk.lines())
+    steps = [line for heading, line in lines if STEP_HEADING.search(heading)] or [line for _h, line in lines]
+    for line in [line for line in steps if not _suspicious(line)][:MAX_PROCEDURE_STEPS]:
+        book.add(RunbookAdvice(chunk.title, _short(line, 200)), [chunk.binding(line)])
+    return chunk.title
 
 
 def _runbook_mismatch(obs: Observations, involved: list[str], cause: Cause, book: ClaimBook) -> None:

@@ -69,7 +69,9 @@ def compose(si: Mapping[str, Any]) -> AnswerPlan:
         plan.evidence.append(nothing["claim_id"])
         actions.append(i18n.text(NOTHING_ACTION, language))
     elif verdict == "LOW_CONFID":
-        actions += generic_actions(language)  # a problem without an established cause: what to check next
+        # A problem without an established cause: what to check next. A how-to answer (runbook steps only) has none.
+        if not (found and all(isinstance(f, RunbookAdvice) for _c, f in found)):
+            actions += generic_actions(language)
     else:
         actions.append(i18n.text(REJECT_ACTION, language))
 

@@ -115,6 +115,22 @@ FAILURE_SYMPTOM = re.compile(
 HEALTH_QUESTION = re.compile(r"^\s*(?:is|are|does|do)\b.*\b(?:healthy|ok|okay|fine|wrong)\b|正常吗|健康吗|有没有问题|有问题吗",
                              re.IGNORECASE)
 
+# A question asking for a procedure ("how do I rotate ...", "what are the steps to ...", "如何扩容 ..."), not for an
+# explanation of a state: it is answered from the runbooks, never with a root cause.
+HOWTO_QUESTION = re.compile(
+    r"^\s*(?:(?:please\s+)?(?:how\s+(?:do|can|should|would|could)\s+(?:i|we|you|one)\b|how\s+to\b)|"
+    r"what(?:'s|\s+is|\s+are)\s+the\s+(?:steps|procedure|process|right\s+way|best\s+way)\b|"
+    r"(?:the\s+)?(?:steps|procedure|runbook)\s+(?:for|to)\b)"
+    r"|如何|怎么(?!了|回事|样了|会|又|一直|老是|总是)|怎样(?!了)|操作步骤|步骤是",
+    re.IGNORECASE)
+
+
+def howto_question(question: str) -> bool:
+    """A how-to question that states no symptom: "How do I scale X?" is; "How do I fix the errors on X?" is not."""
+    text = question or ""
+    return bool(HOWTO_QUESTION.search(text)) and not (
+        LATENCY_SYMPTOM.search(text) or FAILURE_SYMPTOM.search(text) or re.search(r"\bwhy\b|为什么", text, re.IGNORECASE))
+
 
 def duration_s(message: str) -> float | None:
     """The longest duration the line states, in seconds (None when it states none)."""

@@ -201,16 +201,32 @@ def _is_id_like(token: str) -> bool:
                for seg in token.split("-")) or token.startswith(("inv-", "run-"))
 
 
+# A word with a short number at its end is a host or workload name ("web01", "pricing2"), unless it is one of the
+# versioned technology names questions mention.
+NUMBERED_NAME = re.compile(r"(?<![\w./:-])([a-z]{3,}[0-9]{1,3})(?![\w/-])", re.IGNORECASE)
+NUMBERED_TECHNOLOGY = re.compile(
+    r"(?:https?|ipv|utf|sha|md|base|log4j|python|java|node|mysql|postgres|redis|tls|ssl|oauth|x|gpt|win|amd|arm|"
+    r"iso|rfc|http|html|css|es|ecmascript|ubuntu|debian|centos|rhel|el|alpine|php|perl|ruby|go|dotnet|net|"
+    r"vue|angular|react|spring|kafka|mongo|mongodb|elasticsearch|nginx|envoy|istio|jdk|jre|gcc|llvm|cuda)\d+$",
+    re.IGNORECASE)
+
+
 def services_in_question(question: str) -> list[str]:
-    """Service-looking names in the question: hyphenated ASCII names such as web-frontend."""
-    found: list[str] = []
+    """Service-looking names in the question: hyphenated ASCII names such as web-frontend, and numbered names
+    such as web01 (a plain word is read only once the evidence shows such a service:
+    ``Observations.services_named_in``)."""
+    found: list[tuple[int, str]] = []
     for match in SERVICE_IN_TEXT.finditer(question or ""):
         token = match.group(1)
         low = token.lower()
-        if low in GENERIC_HYPHENATED or _is_id_like(low) or low in (f.lower() for f in found):
+        if low in GENERIC_HYPHENATED or _is_id_like(low) or low in (f.lower() for _at, f in found):
             continue
-        found.append(token)
-    return found[:MAX_NAMED_SERVICES]
+        found.append((match.start(), token))
+    for match in NUMBERED_NAME.finditer(question or ""):
+        token = match.group(1)
+        if not NUMBERED_TECHNOLOGY.fullmatch(token) and token.lower() not in (f.lower() for _at, f in found):
+            found.append((match.start(), token))
+    return [token for _at, token in sorted(found)][:MAX_NAMED_SERVICES]
 
 
 def _suspicious(text: str) -> bool:

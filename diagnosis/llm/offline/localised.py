@@ -219,15 +219,26 @@ def follow_ups(loc: Localisation, calls: set[str], offered: set[str], limit_serv
 
 def next_calls(obs, results: list, named: list[str], offered: set[str], question: str) -> list[tuple[str, dict]]:
     """Where the evidence points: the dependencies its own records name (``follow_ups``), the service the
-    alerts are about when nothing names one, the Kubernetes state of the leading candidate, and runbooks
-    for the kind of fault."""
+    alerts are about when nothing names one; once no lead is left, the Kubernetes state of the leading
+    candidate and runbooks for the kind of fault."""
     loc = localise_results(results, named)
     calls = follow_ups(loc, obs.calls, offered, MAX_FOLLOW_UP_SERVICES)
-    if not named and not obs.queried:
-        for service in obs.alerting_services(question)[:1]:
+    for service in named:  # an asked service the first round could not query by name (read from the evidence since)
+        if service not in obs.queried:
+            for tool, args in (("query_logs", {"service": service, "limit": LOG_LIMIT}), ("query_metrics", {"service": service})):
+                if tool in offered and _canonical(tool, args) not in obs.calls:
+                    calls.insert(0, (tool, args))
+    # The services the alerts are about: where to look when no service is named, and when the question states a
+    # symptom that the asked services' telemetry does not show at all: the firing service nobody examined yet (a
+    # caller's alert is often the first sign of a root whose own telemetry shows it only faintly). A question that
+    # states no symptom ("is X healthy?"), or one whose services do deviate, is not answered with another alert.
+    if (not named and not obs.queried) or (loc.outcome == "nothing_wrong" and obs.symptom.stated):
+        for service in [s for s in obs.alerting_services(question) if s not in obs.queried][:1]:
             for tool, args in (("query_logs", {"service": service, "limit": LOG_LIMIT}), ("query_metrics", {"service": service})):
                 if tool in offered and _canonical(tool, args) not in obs.calls:
                     calls.append((tool, args))
+    if calls:  # the leads first: the leading candidate's Kubernetes state and the runbooks wait for the chain's end
+        return calls
     top = loc.top()
     if top is not None and not top.service.startswith("node:") and "query_kubernetes" in offered:
         args = {"kind": "deployment", "name": top.service}

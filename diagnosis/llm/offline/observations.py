@@ -8,7 +8,7 @@ from collections import Counter
 from typing import Any, Iterable, Mapping
 
 from diagnosis.llm.offline.anomalies import _analyse_profile, _analyse_series
-from diagnosis.llm.offline.leads import stated_symptom
+from diagnosis.llm.offline.leads import leads_in, stated_symptom
 from diagnosis.llm.offline.lexicon import _canonical, _json, _parse_ts, _short, _suspicious
 from diagnosis.llm.offline.observed import Alert, KnowledgeChunk, LogLine, Profile, Series, kubernetes_lines, pair_limits
 
@@ -127,3 +127,21 @@ class Observations:
                         key=lambda a: (-len(words & set(a.service.lower().split("-"))), -retrieved.count(a.service),
                                        a.priority))
         return list(dict.fromkeys(a.service for a in ranked))
+
+    def services_named_in(self, question: str) -> list[str]:
+        """The services this run's evidence knows (alerts, logs, series, hosts its errors name) that the question
+        names as a whole word, in the question's order: a name without a hyphen ("checkout", "payments") is read
+        only when the evidence has a service of that name, never guessed from the wording."""
+        text = question or ""
+        found = []
+        # The services the evidence knows: its own records' services, and the hosts their warnings and errors name.
+        known = dict.fromkeys(self.profiles)
+        for line in self.lines:
+            if line.level in ("WARN", "WARNING", "ERROR", "FATAL", "CRITICAL"):
+                known.update(dict.fromkeys(lead.service for lead in leads_in(line.message, line.service)))
+        for name in known:
+            if len(name) >= 3 and not name.startswith("node:"):
+                match = re.search(rf"(?<![\w.-]){re.escape(name)}(?![\w-])", text, re.IGNORECASE)
+                if match:
+                    found.append((match.start(), name))
+        return [name for _at, name in sorted(found)]

@@ -28,8 +28,9 @@ from diagnosis.llm.offline.lexicon import (
 )
 from diagnosis.localisation.outcome import Localisation
 from diagnosis.llm.offline.observations import Observations
-from diagnosis.llm.offline.claims import ClaimBook, service_claims, top_patterns
+from diagnosis.llm.offline.claims import ClaimBook, procedure_claims, service_claims, top_patterns
 from diagnosis.llm.offline.localised import build_claims as build_localised_claims
+from diagnosis.llm.offline.leads import howto_question
 from diagnosis.llm.offline.localised import localise_results, next_calls, undetermined_summary
 
 
@@ -91,6 +92,12 @@ def _plan(si: Mapping[str, Any]) -> Plan:
         if tool in allowed:
             steps.append({"tool": tool, "arguments": arguments, "purpose": purpose})
 
+    if howto_question(question):  # a procedure is asked for: the runbooks answer it, the telemetry does not
+        step("lookup_knowledge", {"query": question[:500], "top_k": KNOWLEDGE_TOP_K}, "Runbooks that describe this procedure.")
+        if services:  # by the asked service's name too: a runbook in another language than the question still names it
+            step("lookup_knowledge", {"query": " ".join(services)[:500], "top_k": KNOWLEDGE_TOP_K},
+                 "Runbooks that name the asked service.")
+        return Plan(_goal(services, language), services, language, steps)
     step("query_alerts", {}, "Active alerts: which services are firing and since when.")
     step("lookup_knowledge", {"query": question[:500], "top_k": KNOWLEDGE_TOP_K}, "Runbooks and past cases for this question.")
     for service in services:
@@ -99,6 +106,7 @@ def _plan(si: Mapping[str, Any]) -> Plan:
     for service in services[:1]:
         step("query_kubernetes", {"kind": "deployment", "name": service},
              f"Kubernetes events and container states of {service}: restarts, exit codes, scheduling.")
+    step("query_changes", {}, "What changed before the onset: rollouts, config and secret updates, releases.")
     return Plan(_goal(services, language), services, language, steps)
 
 
@@ -142,7 +150,10 @@ def _executor(request: ChatRequest, si: Mapping[str, Any]) -> tuple[str | None, 
     budget = si.get("tool_budget") if isinstance(si.get("tool_budget"), int) else 0
     offered = _offered_tools(request)
     rounds = _tool_rounds(request)
-    named = [s for s in plan.get("services") or [] if isinstance(s, str)] or services_in_question(str(si.get("question", "")))
+    question = str(si.get("question", ""))
+    named = [s for s in plan.get("services") or [] if isinstance(s, str)] or services_in_question(question)
+    if not named and results:  # a plain name ("checkout") is read once the evidence shows such a service
+        named = Observations(results, question).services_named_in(question)
     if offered and budget > 0:
         if rounds == 0:
             steps = [(s.get("tool"), s.get("arguments") or {}) for s in plan.get("steps") or [] if isinstance(s, Mapping)]
@@ -150,15 +161,15 @@ def _executor(request: ChatRequest, si: Mapping[str, Any]) -> tuple[str | None, 
             steps = sorted(dict((_canonical(t, a), (t, dict(a))) for t, a in steps).values(), key=lambda s: _PRIORITY.get(s[0], 3))
             if steps:
                 return None, _tool_calls(steps[:budget], len(results) + 1)
-        elif mode != "EVIDENCE_GAP_ONLY":
+        elif mode != "EVIDENCE_GAP_ONLY" and not howto_question(question):
             # One follow-up round where the results point; two when the question named no service and
             # the first one only found which service the alerts are about.
             has_service_steps = any(isinstance(s, Mapping) and s.get("tool") in ("query_logs", "query_metrics")
                                     for s in plan.get("steps") or [])
             # A further round only follows a lead the previous one found (a multi-hop cause).
             if rounds - 1 < (1 if has_service_steps else 2) + MAX_LEAD_HOPS - 1:
-                obs = Observations(results, str(si.get("question", "")))
-                calls = next_calls(obs, results, named, offered, str(si.get("question", "")))
+                obs = Observations(results, question)
+                calls = next_calls(obs, results, named, offered, question)
                 allowed = budget - GAP_RESERVE if budget > GAP_RESERVE + 2 else budget
                 if calls and allowed > 0:
                     return None, _tool_calls(calls[:allowed], len(results) + 1)
@@ -170,9 +181,14 @@ def _evidence(si: Mapping[str, Any], results: list, named: list[str], mode: str)
     previous = si.get("previous_snapshot") if mode == "EVIDENCE_GAP_ONLY" else None
     if isinstance(previous, Mapping) and isinstance(previous.get("claims"), list):
         return _extend_snapshot(previous, obs)
-    loc = localise_results(results, named)
     book = ClaimBook()
     language = si.get("language") if si.get("language") in ("en", "zh") else question_language(str(si.get("question", "")))
+    if howto_question(str(si.get("question", ""))):  # answered from the runbooks; no diagnosis is made
+        title = procedure_claims(obs, named, book, language)
+        summary = (f"How-to question: the steps are quoted from the runbook \"{title}\"; no diagnosis was made."
+                   if title and book.claims else "How-to question: no runbook of this run describes the procedure.")
+        return EvidenceReport(summary, book.claims, [])
+    loc = localise_results(results, named)
     summary = build_localised_claims(obs, loc, book, language, obs.symptom.stated)
     return EvidenceReport(summary, book.claims, _open_questions(obs, loc))
 
