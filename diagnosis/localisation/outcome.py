@@ -19,6 +19,7 @@ from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import Any, Iterable, Mapping
 
+from diagnosis.localisation.collector import collector_paused
 from diagnosis.localisation.graph import Edge, DependencyGraph, build_graph, named_in
 from diagnosis.localisation.kinds import GENERIC, change_kind, kind_support, word_votes
 from diagnosis.localisation.levels import WARN_OR_WORSE, at_least
@@ -101,7 +102,8 @@ class Localisation:
 
 
 def localise(results: Iterable[Mapping[str, Any]], subject: Iterable[str] = ()) -> Localisation:
-    return localise_evidence(read_evidence(results), subject)
+    with collector_paused():  # see collector.py: the collector alone grows faster than the run
+        return localise_evidence(read_evidence(results), subject)
 
 
 def localise_evidence(evidence: Evidence, subject: Iterable[str] = ()) -> Localisation:
