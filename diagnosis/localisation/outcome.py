@@ -123,10 +123,10 @@ def localise_evidence(evidence: Evidence, subject: Iterable[str] = ()) -> Locali
     ranked = rank(candidates)
     names = known | set(evidence.queried) | set(evidence.addresses) | graph.nodes
     texts = [r.message for r in evidence.logs if r.level in WARN_OR_WORSE] + [s.name for s in evidence.series]
+    errors_of = _error_lines(templates)
     for candidate in ranked:
         caller_lines = [ref.excerpt for edge in graph.callers(candidate.service) if edge.via == "log" for ref in edge.refs]
-        own_lines = [t.records[0].message for (service, _), t in templates.items()
-                     if service == candidate.service and at_least(t.level, "ERROR")][:6]
+        own_lines = errors_of.get(candidate.service, [])[:6]
         cause_kind(candidate, context, caller_lines, texts, names, own_lines, evidence.external)
     result = Localisation("nothing_wrong", candidates=ranked, subject=subject, without_data=without, context=context,
                           graph=graph)
@@ -150,7 +150,7 @@ def localise_evidence(evidence: Evidence, subject: Iterable[str] = ()) -> Locali
             return result
         roots[0] = top = _on_its_node(result, workload, top)
     result.root, result.kind, result.onset = top.service, top.kind, top.onset
-    result.path = _path(subject, top.service, graph)
+    result.path = graph.path(subject, top.service)
     result.outcome = "root_cause"
     reason = _doubt(top, roots, graph, evidence, candidates, context, subject)
     if reason:
@@ -162,9 +162,18 @@ def localise_evidence(evidence: Evidence, subject: Iterable[str] = ()) -> Locali
     if rotated is not None:
         _reroot(result, top, rotated)
         result.root, result.kind, result.onset = rotated.service, "change.secret", rotated.onset
-        result.path = _path(subject, rotated.service, graph)
+        result.path = graph.path(subject, rotated.service)
         result.outcome, result.reason, result.next_checks = "root_cause", "", []
     return result
+
+
+def _error_lines(templates: Mapping[tuple[str, int], Any]) -> dict[str, list[str]]:
+    """Each service's error templates' first lines, in template order."""
+    lines: dict[str, list[str]] = {}
+    for (service, _), template in templates.items():
+        if at_least(template.level, "ERROR"):
+            lines.setdefault(service, []).append(template.records[0].message)
+    return lines
 
 
 def _rotated_credentials(top: Candidate, candidates: Mapping[str, Candidate], context: list[Signal]) -> Candidate | None:
@@ -297,8 +306,10 @@ def _doubt(top: Candidate, roots: list[Candidate], graph, evidence: Evidence, ca
             # Only slower or failing, as any trouble below it would show, while a fault of its own began
             # earlier elsewhere: a call the evidence does not show may link the two.
             return "not_separated"
-    unexamined = [e.callee for e in graph.dependencies(top.service)
-                  if e.callee not in candidates and e.callee not in evidence.services() and e.callee not in graph.nodes]
+    dependencies = graph.dependencies(top.service)
+    known = evidence.services() if dependencies else set()  # once, not once per dependency
+    unexamined = [e.callee for e in dependencies
+                  if e.callee not in candidates and e.callee not in known and e.callee not in graph.nodes]
     if unexamined and not _intrinsic(top):
         return "dependency_not_examined"
     if graph.unresolved.get(top.service) and not _intrinsic(top):
@@ -390,8 +401,10 @@ def _next_checks(top: Candidate, graph, evidence: Evidence) -> list[NextCheck]:
     for node in (_unexamined_nodes(top, graph, evidence) if starved(top) else [])[:1]:
         name = node.removeprefix("node:")
         checks.append(NextCheck("query_metrics", {"query": f'{{node="{name}"}}'}, f"{top.service} runs on {name}"))
-    for edge in graph.dependencies(top.service):
-        if edge.callee not in evidence.services() and not edge.callee.startswith("node:"):
+    dependencies = graph.dependencies(top.service)
+    known = evidence.services() if dependencies else set()  # once, not once per dependency
+    for edge in dependencies:
+        if edge.callee not in known and not edge.callee.startswith("node:"):
             checks.append(NextCheck("query_logs", {"service": edge.callee}, f"{top.service} depends on it"))
             checks.append(NextCheck("query_metrics", {"service": edge.callee}, f"{top.service} depends on it"))
     for address, _ref in graph.unresolved.get(top.service, [])[:2]:
@@ -411,24 +424,6 @@ def service_in_address(address: str) -> str | None:
         return None
     name = address.split(".", 1)[0]
     return name if re.fullmatch(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?", name) else None
-
-
-def _path(subject: list[str], root: str, graph) -> list[Edge]:
-    """The shortest chain of edges from an asked service to the root (empty when it is the root)."""
-    for start in subject:
-        if start == root:
-            return []
-        frontier, seen = [(start, [])], {start}
-        while frontier:
-            service, edges = frontier.pop(0)
-            for edge in graph.dependencies(service):
-                if edge.callee in seen:
-                    continue
-                if edge.callee == root:
-                    return edges + [edge]
-                seen.add(edge.callee)
-                frontier.append((edge.callee, edges + [edge]))
-    return []
 
 
 def describe(localisation: Localisation) -> dict[str, Any]:
