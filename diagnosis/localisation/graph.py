@@ -18,7 +18,7 @@ could not look.
 from __future__ import annotations
 
 import re
-from collections import defaultdict
+from collections import defaultdict, deque
 from dataclasses import dataclass, field
 
 from diagnosis.localisation.levels import WARN_OR_WORSE
@@ -65,6 +65,10 @@ class DependencyGraph:
     edges: dict[tuple[str, str], Edge] = field(default_factory=dict)
     unresolved: dict[str, list[tuple[str, Ref]]] = field(default_factory=lambda: defaultdict(list))
     nodes: set[str] = field(default_factory=set)  # the entities that are nodes, not services
+    # The edges from and to each entity, in the order of ``edges``: a service's edges without a walk over
+    # all of them (``add`` is the one way in).
+    _from: dict[str, list[Edge]] = field(default_factory=dict, repr=False, compare=False)
+    _to: dict[str, list[Edge]] = field(default_factory=dict, repr=False, compare=False)
 
     def add(self, caller: str, callee: str, via: str, ref: Ref | None = None) -> None:
         if not caller or not callee or caller == callee:
@@ -72,6 +76,8 @@ class DependencyGraph:
         edge = self.edges.get((caller, callee))
         if edge is None:
             edge = self.edges[(caller, callee)] = Edge(caller, callee, via)
+            self._from.setdefault(caller, []).append(edge)
+            self._to.setdefault(callee, []).append(edge)
         if ref is not None and len(edge.refs) < 3 and ref not in edge.refs:
             edge.refs.append(ref)
 
@@ -85,10 +91,30 @@ class DependencyGraph:
             del self.unresolved[service]
 
     def dependencies(self, service: str) -> list[Edge]:
-        return [e for (a, _), e in self.edges.items() if a == service]
+        return list(self._from.get(service, ()))
 
     def callers(self, service: str) -> list[Edge]:
-        return [e for (_, b), e in self.edges.items() if b == service]
+        return list(self._to.get(service, ()))
+
+    def path(self, subject: list[str], root: str) -> list[Edge]:
+        """The shortest chain of edges from an asked service to the root (empty when it is the root)."""
+        for start in subject:
+            if start == root:
+                return []
+            frontier, came_by = deque([start]), {start: None}  # the edge each service was first reached by
+            while frontier:
+                service = frontier.popleft()
+                for edge in self._from.get(service, ()):
+                    if edge.callee in came_by:
+                        continue
+                    if edge.callee == root:
+                        path = [edge]
+                        while came_by[path[-1].caller] is not None:
+                            path.append(came_by[path[-1].caller])
+                        return path[::-1]
+                    came_by[edge.callee] = edge
+                    frontier.append(edge.callee)
+        return []
 
 
 def resolve(name: str, evidence: Evidence, known: set[str]) -> str | None:

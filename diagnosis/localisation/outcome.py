@@ -13,31 +13,25 @@ explains candidates away and ranks the roots, then decides honestly:
 
 from __future__ import annotations
 
-import re
 from collections import Counter
 from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import Any, Iterable, Mapping
 
+from diagnosis.localisation.collector import collector_paused
+from diagnosis.localisation.below import NextCheck, beyond, next_checks, unexamined_nodes
 from diagnosis.localisation.graph import Edge, DependencyGraph, build_graph, named_in
 from diagnosis.localisation.kinds import GENERIC, change_kind, kind_support, word_votes
 from diagnosis.localisation.levels import WARN_OR_WORSE, at_least
 from diagnosis.localisation.ranking import (TOLERANCE_S, Candidate, busy_only, cause_kind, candidates_of, explain, rank,
                                            starved, symptom_only)
-from diagnosis.localisation.records import Evidence, Ref, read_evidence, service_of
+from diagnosis.localisation.records import Evidence, Ref, read_evidence
 from diagnosis.localisation.log_rates import MIN_BASELINE_S
 from diagnosis.localisation.signals import Signal, all_signals
 
 MIN_ROOT_STRENGTH = 0.45
 KIND_MARGIN = 1.25
 MIN_KIND_VOTES = 1.2  # one passing word is not a kind  # the winning kind's votes over the runner-up's for a decisive kind
-
-
-@dataclass
-class NextCheck:
-    tool: str
-    arguments: dict[str, Any]
-    why: str
 
 
 @dataclass
@@ -101,7 +95,8 @@ class Localisation:
 
 
 def localise(results: Iterable[Mapping[str, Any]], subject: Iterable[str] = ()) -> Localisation:
-    return localise_evidence(read_evidence(results), subject)
+    with collector_paused():  # see collector.py: the collector alone grows faster than the run
+        return localise_evidence(read_evidence(results), subject)
 
 
 def localise_evidence(evidence: Evidence, subject: Iterable[str] = ()) -> Localisation:
@@ -121,10 +116,10 @@ def localise_evidence(evidence: Evidence, subject: Iterable[str] = ()) -> Locali
     ranked = rank(candidates)
     names = known | set(evidence.queried) | set(evidence.addresses) | graph.nodes
     texts = [r.message for r in evidence.logs if r.level in WARN_OR_WORSE] + [s.name for s in evidence.series]
+    errors_of = _error_lines(templates)
     for candidate in ranked:
         caller_lines = [ref.excerpt for edge in graph.callers(candidate.service) if edge.via == "log" for ref in edge.refs]
-        own_lines = [t.records[0].message for (service, _), t in templates.items()
-                     if service == candidate.service and at_least(t.level, "ERROR")][:6]
+        own_lines = errors_of.get(candidate.service, [])[:6]
         cause_kind(candidate, context, caller_lines, texts, names, own_lines, evidence.external)
     result = Localisation("nothing_wrong", candidates=ranked, subject=subject, without_data=without, context=context,
                           graph=graph)
@@ -148,21 +143,30 @@ def localise_evidence(evidence: Evidence, subject: Iterable[str] = ()) -> Locali
             return result
         roots[0] = top = _on_its_node(result, workload, top)
     result.root, result.kind, result.onset = top.service, top.kind, top.onset
-    result.path = _path(subject, top.service, graph)
+    result.path = graph.path(subject, top.service)
     result.outcome = "root_cause"
     reason = _doubt(top, roots, graph, evidence, candidates, context, subject)
     if reason:
         result.outcome, result.reason = "undetermined", reason
-        result.next_checks = _next_checks(top, graph, evidence)
+        result.next_checks = next_checks(top, graph, evidence)
     if reason == "dependency_changed":
         _rank_changed_dependencies(result, top, graph, context)
     rotated = _rotated_credentials(top, candidates, context) if reason == "caller_changed" else None
     if rotated is not None:
         _reroot(result, top, rotated)
         result.root, result.kind, result.onset = rotated.service, "change.secret", rotated.onset
-        result.path = _path(subject, rotated.service, graph)
+        result.path = graph.path(subject, rotated.service)
         result.outcome, result.reason, result.next_checks = "root_cause", "", []
     return result
+
+
+def _error_lines(templates: Mapping[tuple[str, int], Any]) -> dict[str, list[str]]:
+    """Each service's error templates' first lines, in template order."""
+    lines: dict[str, list[str]] = {}
+    for (service, _), template in templates.items():
+        if at_least(template.level, "ERROR"):
+            lines.setdefault(service, []).append(template.records[0].message)
+    return lines
 
 
 def _rotated_credentials(top: Candidate, candidates: Mapping[str, Candidate], context: list[Signal]) -> Candidate | None:
@@ -295,14 +299,14 @@ def _doubt(top: Candidate, roots: list[Candidate], graph, evidence: Evidence, ca
             # Only slower or failing, as any trouble below it would show, while a fault of its own began
             # earlier elsewhere: a call the evidence does not show may link the two.
             return "not_separated"
-    quiet, unexamined = _beyond(top, graph, evidence, candidates)
+    quiet, unexamined = beyond(top, graph, evidence, candidates)
     if unexamined and not _intrinsic(top):
         return "dependency_not_examined"
     if any(graph.unresolved.get(s) for s in [top.service, *quiet]) and not _intrinsic(top):
         return "address_not_resolved"
     if (top.kind or "").startswith("dependency.") and top.role != top.kind:
         return "dependency_not_identified"  # its errors blame a dependency the evidence does not name
-    if starved(top) and _unexamined_nodes(top, graph, evidence):
+    if starved(top) and unexamined_nodes(top, graph, evidence):
         return "node_not_examined"
     if _changed_dependencies(top, graph, context):
         return "dependency_changed"
@@ -315,33 +319,6 @@ def _doubt(top: Candidate, roots: list[Candidate], graph, evidence: Evidence, ca
             and ranked[0][0].split(".")[0] != ranked[1][0].split(".")[0]:
         return "kind_ambiguous"
     return ""
-
-
-QUIET_HOPS = 2
-
-
-def _beyond(top: Candidate, graph, evidence: Evidence, candidates) -> tuple[list[str], list[str]]:
-    """What lies below the top: the examined dependencies that show nothing themselves (quiet hops, up to
-    ``QUIET_HOPS`` deep: trouble further down reaches the top through them), and the services its dependencies
-    or those hops name whose own telemetry no query returned."""
-    seen = evidence.examined()
-    quiet: list[str] = []
-    unexamined: list[str] = []
-    frontier = [top.service]
-    for depth in range(QUIET_HOPS + 1):
-        following = []
-        for service in frontier:
-            for edge in graph.dependencies(service):
-                callee = edge.callee
-                if callee in candidates or callee in graph.nodes or callee == top.service:
-                    continue
-                if callee not in seen:
-                    unexamined.append(callee)
-                elif depth < QUIET_HOPS and edge.via != "placement" and callee not in quiet:
-                    quiet.append(callee)
-                    following.append(callee)
-        frontier = following
-    return quiet, list(dict.fromkeys(unexamined))
 
 
 def _changed_dependencies(top: Candidate, graph, context: list[Signal]) -> dict[str, list[Signal]]:
@@ -399,63 +376,6 @@ INTRINSIC_KINDS = {"resource.cpu", "resource.memory", "resource.disk", "network.
 def _intrinsic(candidate: Candidate) -> bool:
     kind = candidate.kind or ""
     return kind in INTRINSIC_KINDS or kind.split(".")[0] in INTRINSIC_FAMILIES
-
-
-def _unexamined_nodes(candidate: Candidate, graph, evidence: Evidence) -> list[str]:
-    """The nodes a starved service runs on whose own series no query returned."""
-    seen = {service_of(s.labels) for s in evidence.series}
-    seen |= {evidence.node(s.labels) for s in evidence.series if not service_of(s.labels)}
-    return [e.callee for e in graph.dependencies(candidate.service)
-            if e.via == "placement" and e.callee.removeprefix("node:") not in seen]
-
-
-def _next_checks(top: Candidate, graph, evidence: Evidence) -> list[NextCheck]:
-    checks = []
-    for node in (_unexamined_nodes(top, graph, evidence) if starved(top) else [])[:1]:
-        name = node.removeprefix("node:")
-        checks.append(NextCheck("query_metrics", {"query": f'{{node="{name}"}}'}, f"{top.service} runs on {name}"))
-    quiet, unexamined = _beyond(top, graph, evidence, {})
-    for callee in unexamined:
-        if not callee.startswith("node:"):
-            checks.append(NextCheck("query_logs", {"service": callee}, f"{top.service} depends on it"))
-            checks.append(NextCheck("query_metrics", {"service": callee}, f"{top.service} depends on it"))
-    for address, _ref in [a for s in [top.service, *quiet] for a in graph.unresolved.get(s, [])][:2]:
-        name = service_in_address(address)
-        if name is None:  # an IP: the cluster's Services (cluster IPs, endpoint pod IPs) say who answers there
-            if not any(c.tool == "query_kubernetes" and "name" not in c.arguments for c in checks):
-                checks.append(NextCheck("query_kubernetes", {"kind": "service"}, f"which Service answers at {address}"))
-            continue
-        # Kubernetes DNS names a Service by its first label (<service>.<namespace>.svc.cluster.local).
-        checks.append(NextCheck("query_logs", {"service": name}, f"{top.service} calls {address}"))
-        checks.append(NextCheck("query_metrics", {"service": name}, f"{top.service} calls {address}"))
-        checks.append(NextCheck("query_kubernetes", {"kind": "service", "name": name}, f"which pods answer at {address}"))
-    return checks
-
-
-def service_in_address(address: str) -> str | None:
-    """The Service an in-cluster address names, or None for an IP."""
-    if re.fullmatch(r"[\d.]+", address):
-        return None
-    name = address.split(".", 1)[0]
-    return name if re.fullmatch(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?", name) else None
-
-
-def _path(subject: list[str], root: str, graph) -> list[Edge]:
-    """The shortest chain of edges from an asked service to the root (empty when it is the root)."""
-    for start in subject:
-        if start == root:
-            return []
-        frontier, seen = [(start, [])], {start}
-        while frontier:
-            service, edges = frontier.pop(0)
-            for edge in graph.dependencies(service):
-                if edge.callee in seen:
-                    continue
-                if edge.callee == root:
-                    return edges + [edge]
-                seen.add(edge.callee)
-                frontier.append((edge.callee, edges + [edge]))
-    return []
 
 
 def describe(localisation: Localisation) -> dict[str, Any]:

