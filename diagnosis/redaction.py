@@ -200,12 +200,27 @@ def _lower_same_length(text: str) -> str:
 _ASCII_LOWER = {c: c + 32 for c in range(ord("A"), ord("Z") + 1)}
 
 
-# Short texts in which the rules found nothing. A run redacts the same short strings over and over
-# (tool names, services, the prompts resent with every model call): a lookup here skips the rules for
-# them. A text with a secret is never kept, and a text is only ever compared whole, so the cache can
-# only answer "nothing to mask" for a text the rules themselves gave back unchanged.
+# Texts in which the rules found nothing. A run redacts the same strings over and over (tool names,
+# services, the prompts and tool results a tool loop resends with every model call): a lookup here skips
+# the rules for them. A text with a secret is never kept, and a text is only ever compared whole, so the
+# cache can only answer "nothing to mask" for a text the rules themselves gave back unchanged. Bounded in
+# entries and in characters (a long text counts its length); emptied when either bound would be passed.
 _CLEAN_TEXTS: dict[str, None] = {}
-_CLEAN_TEXTS_MAX = 2048  # entries of at most _SHORT_TEXT characters; emptied when full
+_CLEAN_TEXTS_MAX = 2048
+_CLEAN_TEXT_CHARS_MAX = 4_000_000  # all entries together (the short ones alone could reach 8 M before)
+_CLEAN_TEXT_LONGEST = 262_144  # a longer text (a whole raw tool result) is rarely seen twice: not kept
+_clean_chars = [0]
+
+
+def _remember_clean(text: str) -> None:
+    size = len(text)
+    if size > min(_CLEAN_TEXT_LONGEST, _CLEAN_TEXT_CHARS_MAX):
+        return
+    if len(_CLEAN_TEXTS) >= _CLEAN_TEXTS_MAX or _clean_chars[0] + size > _CLEAN_TEXT_CHARS_MAX:
+        _CLEAN_TEXTS.clear()
+        _clean_chars[0] = 0
+    _CLEAN_TEXTS[text] = None
+    _clean_chars[0] += size
 
 
 def redact_text_counted(text: str) -> tuple[str, int]:
@@ -216,10 +231,8 @@ def redact_text_counted(text: str) -> tuple[str, int]:
     if exact and text in _CLEAN_TEXTS:
         return text, 0
     masked, count = _apply_rules(text)
-    if exact and not count and masked is text and len(text) <= _SHORT_TEXT:
-        if len(_CLEAN_TEXTS) >= _CLEAN_TEXTS_MAX:
-            _CLEAN_TEXTS.clear()
-        _CLEAN_TEXTS[text] = None
+    if exact and not count and masked is text:
+        _remember_clean(text)
     return masked, count
 
 

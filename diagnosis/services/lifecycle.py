@@ -15,6 +15,7 @@ from django.utils import timezone
 from diagnosis.contracts import RunCounts, RunResult
 from diagnosis.models import DiagnosisRun
 from diagnosis.observability import metrics
+from diagnosis.services.row_update import rows_update
 from diagnosis.search_text import answer_terms_of, root_summary_of
 
 Status = DiagnosisRun.Status
@@ -71,7 +72,8 @@ def _move(*, run_id: str, source: set[str], target: str, token: str | None = Non
         if target not in ALLOWED_MOVES[status]:
             raise RunTransitionError(run_id, status, target)
     fenced = {"claim_token": token} if token else {}
-    updated = DiagnosisRun.objects.filter(run_id=run_id, status__in=source, **fenced).update(status=target, **fields)
+    # The ORM's `filter(...).update(...)`, written without its query compiler (services/row_update.py).
+    updated = rows_update(DiagnosisRun, {"run_id": run_id, "status": source, **fenced}, {"status": target, **fields})
     if updated != 1:
         current = DiagnosisRun.objects.filter(run_id=run_id).values_list("status", flat=True).first()
         if token:

@@ -11,6 +11,7 @@ from redis.exceptions import RedisError
 
 from diagnosis.models import ChatSession, DiagnosisRun
 from diagnosis.redaction import redact_text
+from diagnosis.services.row_update import rows_update
 
 RECENT_TURNS = 6
 MEMORY_TTL_SECONDS = 6 * 3600
@@ -72,9 +73,9 @@ def memory_record(*, session: ChatSession, run: DiagnosisRun) -> list[dict]:
         older, turns = turns[:-RECENT_TURNS], turns[-RECENT_TURNS:]
         lines = "\n".join(f"- Q: {t['question'][:160]} -> A: {t['answer'].splitlines()[0][:200] if t['answer'] else ''}" for t in older)
         summary = (session.summary + "\n" + lines).strip()[-SUMMARY_CHARS:]
-        ChatSession.objects.filter(pk=session.pk).update(summary=summary)
+        rows_update(ChatSession, {"pk": session.pk}, {"summary": summary})
         session.summary = summary
-    ChatSession.objects.filter(pk=session.pk).update(last_message_at=run.finished_at or run.created_at)
+    rows_update(ChatSession, {"pk": session.pk}, {"last_message_at": run.finished_at or run.created_at})
     return turns
 
 

@@ -65,6 +65,7 @@ from diagnosis.selectors import run_places
 from diagnosis.services.lifecycle import LeaseLost
 from diagnosis.services.live_progress import publish_event
 from diagnosis.services.row_insert import rows_insert
+from diagnosis.services.row_update import rows_update
 from diagnosis.services.step_fence import fence_folds, steps_insert_fenced
 
 logger = logging.getLogger(__name__)
@@ -255,7 +256,7 @@ class DbRunObserver:
             step.save(force_insert=True)
         if not upsert:
             for pk, fields in updates:
-                AgentStep.objects.filter(pk=pk).update(**fields)
+                rows_update(AgentStep, {"pk": pk}, fields)
         if (upsert and [row.pk for row in ended] != [pk for pk, _ in updates]) or (step is not None and step.pk is None):
             raise RuntimeError(f"run {self.run_id}: the database did not return the steps' ids in order")
         for pk, _ in updates:

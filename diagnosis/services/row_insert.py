@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-from django.db import connection
+from django.db import DEFAULT_DB_ALIAS, connection, connections
 from django.db.models import AutoField, Field, Model
 
 
@@ -22,9 +22,16 @@ def insert_fields(model: type[Model]) -> tuple[Field, ...]:
                  if not field.generated and not (field.primary_key and isinstance(field, AutoField)))
 
 
-def row_values(rows: list[Model], fields: tuple[Field, ...] | list[Field]) -> list[list]:
+def this_connection():
+    """The default database's connection itself: each attribute read through `django.db.connection` (a
+    proxy) looks the connection up again in a per-thread store, and the fields read it per value."""
+    return connections[DEFAULT_DB_ALIAS]
+
+
+def row_values(rows: list[Model], fields: tuple[Field, ...] | list[Field], db=None) -> list[list]:
     """Each row's values for `fields`, prepared for this database as an INSERT of the ORM prepares them."""
-    return [[field.get_db_prep_save(field.pre_save(row, True), connection) for field in fields] for row in rows]
+    db = db or this_connection()
+    return [[field.get_db_prep_save(field.pre_save(row, True), db) for field in fields] for row in rows]
 
 
 @lru_cache(maxsize=256)
@@ -40,11 +47,11 @@ def rows_insert(rows: list[Model]) -> None:
     parameters allows (one for a run's group)."""
     if not rows:
         return
-    model = type(rows[0])
+    model, db = type(rows[0]), this_connection()
     fields = insert_fields(model)
-    batch = max(connection.ops.bulk_batch_size(list(fields), rows), 1)
-    with connection.cursor() as cursor:
+    batch = max(db.ops.bulk_batch_size(list(fields), rows), 1)
+    with db.cursor() as cursor:
         for start in range(0, len(rows), batch):
             chunk = rows[start:start + batch]
-            params = [value for values in row_values(chunk, fields) for value in values]
-            cursor.execute(_insert_sql(model, connection.vendor, len(chunk)), params)
+            params = [value for values in row_values(chunk, fields, db) for value in values]
+            cursor.execute(_insert_sql(model, db.vendor, len(chunk)), params)

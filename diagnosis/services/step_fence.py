@@ -16,21 +16,21 @@ run here) the observer keeps the separate fence.
 
 from __future__ import annotations
 
-from django.db import connection
 from django.db.models.constants import OnConflict
 
 from diagnosis.models import AgentStep, DiagnosisRun
-from diagnosis.services.row_insert import insert_fields, row_values
+from diagnosis.services.row_insert import insert_fields, row_values, this_connection
 
 
 def fence_folds() -> bool:
     """Whether this database's step INSERT is the fence (see the module docstring)."""
+    connection = this_connection()
     return connection.vendor == "sqlite" or (connection.vendor == "mysql" and connection.mysql_is_mariadb)
 
 
-def _select(rows: list[AgentStep], fields: tuple) -> tuple[str, list]:
+def _select(rows: list[AgentStep], fields: tuple, connection) -> tuple[str, list]:
     """The SELECT list of the rows and its parameters: one value per column, or a CASE on the counter."""
-    values = row_values(rows, fields)
+    values = row_values(rows, fields, connection)
     if len(rows) == 1:
         return ", ".join(["%s"] * len(fields)), values[0]
     counter = connection.ops.quote_name("counter")
@@ -47,13 +47,14 @@ def steps_insert_fenced(rows: list[AgentStep], *, run_pk: int, token: str,
     """Insert `rows` (on (run, step_index) only `update_fields` change, when given) if the run is RUNNING
     under `token`, in one statement that locks the run row. Their ids in order, or None when the fence
     did not match and nothing was written. Without RETURNING (MariaDB before 10.5), one row and no upsert."""
+    connection = this_connection()
     returning = connection.features.can_return_rows_from_bulk_insert
     if not rows or (not returning and (len(rows) > 1 or update_fields)):
         raise ValueError("one row, no upsert, where the database does not return a multi-row INSERT's ids")
     q = connection.ops.quote_name
     meta, run = AgentStep._meta, DiagnosisRun._meta
     fields = insert_fields(AgentStep)
-    select, params = _select(rows, fields)
+    select, params = _select(rows, fields, connection)
     counter, n = q("counter"), q("n")
     numbers = " UNION ALL ".join(f"SELECT {i} AS {n}" for i in range(1, len(rows) + 1))
     joined = f" CROSS JOIN ({numbers}) {counter}" if len(rows) > 1 else ""

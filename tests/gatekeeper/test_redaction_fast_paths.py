@@ -98,6 +98,7 @@ def test_a_text_with_a_secret_is_never_remembered_as_clean(text):
 
 def test_a_full_cache_starts_again_and_still_masks_everything(monkeypatch):
     monkeypatch.setattr(redaction, "_CLEAN_TEXTS", {})
+    monkeypatch.setattr(redaction, "_clean_chars", [0])
     monkeypatch.setattr(redaction, "_CLEAN_TEXTS_MAX", 3)
     texts = CLEAN_TEXTS + SECRET_TEXTS
     for _ in range(3):
@@ -118,3 +119,54 @@ def test_a_string_subclass_never_answers_from_the_cache():
     sly = Sly("password=CanaryPw1")
     assert redact_text_counted(sly) == ("password=[REDACTED:secret]", 1)
     assert redact_value_counted({"message": sly}) == ({"message": "password=[REDACTED:secret]"}, 1)
+
+
+# Longer than the rules' short-text prefilter (4,096 characters): a tool loop resends such texts each turn.
+LONG_TEXT = st.lists(PIECE, min_size=1, max_size=4).map(lambda pieces: " ".join(pieces) + "\n" + "log line ok " * 400)
+
+
+@settings(max_examples=examples(100), deadline=None)
+@given(st.lists(LONG_TEXT, min_size=1, max_size=3))
+def test_a_long_text_is_masked_as_every_rule_masks_it_seen_once_or_again(texts):
+    for _ in range(2):
+        for text in texts:
+            assert len(text) > redaction._SHORT_TEXT
+            assert redact_text_counted(text) == _apply_rules(text)
+            assert redact_value_counted([{"role": "user", "content": text}]) == (
+                [{"role": "user", "content": _apply_rules(text)[0]}], _apply_rules(text)[1])
+
+
+def test_a_long_clean_text_is_read_once(monkeypatch):
+    text = "\n".join(NORMAL_LINES) + "\n" + "GET /api/pay 200 in 12 ms\n" * 300
+    assert len(text) > redaction._SHORT_TEXT
+    assert redact_text_counted(text) == (text, 0)
+
+    def no_rules(value):
+        raise AssertionError("the rules ran again on a text already found clean")
+
+    monkeypatch.setattr(redaction, "_apply_rules", no_rules)
+    again = "".join(list(text))  # an equal text, another object: the cache compares content
+    assert again is not text
+    assert redact_text_counted(again) == (text, 0)
+    assert redact_value_counted({"content": again}) == ({"content": text}, 0)
+
+
+@pytest.mark.parametrize("secret", SECRET_TEXTS[:8])
+def test_a_long_text_with_a_secret_is_never_remembered_as_clean(secret):
+    text = "x " * 3000 + secret
+    masked, count = redact_text_counted(text)
+    if count:
+        assert text not in redaction._CLEAN_TEXTS
+        assert redact_text_counted(text) == (masked, count) == _apply_rules(text)
+
+
+def test_the_cache_is_bounded_in_characters_and_still_masks_everything(monkeypatch):
+    monkeypatch.setattr(redaction, "_CLEAN_TEXTS", {})
+    monkeypatch.setattr(redaction, "_clean_chars", [0])
+    monkeypatch.setattr(redaction, "_CLEAN_TEXT_CHARS_MAX", 20_000)
+    texts = [f"line {i} ok\n" * 600 for i in range(8)] + ["z" * 30_000] + CLEAN_TEXTS + SECRET_TEXTS
+    for _ in range(2):
+        for text in texts:
+            assert redact_text_counted(text) == _apply_rules(text)
+            assert sum(map(len, redaction._CLEAN_TEXTS)) == redaction._clean_chars[0] <= 20_000
+    assert "z" * 30_000 not in redaction._CLEAN_TEXTS  # longer than the whole bound: never kept
