@@ -121,6 +121,37 @@ def test_an_error_naming_a_dependency_nobody_examined_is_undetermined_with_the_n
     assert ("query_logs", {"service": "sessions-kv"}) in [(c.tool, c.arguments) for c in found.next_checks]
 
 
+def _timeouts_through_a_quiet_hop(examine_the_last: bool, alert_only: bool = False) -> Results:
+    """pradik times out calling vostane; vostane shows nothing itself (a line or two), and its own errors name
+    quellar: what lies below the timeouts is quellar, whether or not a query examined it."""
+    results = Results()
+    results.metric({"__name__": "http_server_errors_ratio", "service": "pradik"}, stepped(0.001, 0.4, 45))
+    results.logs("pradik", [(-3000 + i * 150, "", f"GET /v1/items 200 in {30 + i} ms") for i in range(12)]
+                 + [(-880 + i * 50, "ERROR", f"call to vostane failed: timeout of 5000ms exceeded (GET http://vostane:8000/v1"
+                                            f"/quotes) attempt {i}") for i in range(14)])
+    results.logs("vostane", [(-3000 + i * 150, "", f"GET /v1/quotes 200 in {20 + i} ms") for i in range(16)]
+                 + [(-700, "ERROR", "upstream request failed: connect ECONNREFUSED (POST http://quellar:9000/v2/prices)")])
+    if examine_the_last:
+        results.logs("quellar", [(-3000 + i * 150, "", f"POST /v2/prices 200 in {12 + i} ms") for i in range(16)])
+    if alert_only:
+        results.alerts([{"labels": {"alertname": "TargetDown", "service": "quellar", "severity": "warning"},
+                         "annotations": {"summary": "quellar: a scrape target is down"}, "state": "firing",
+                         "activeAt": iso(-400)}])
+    return results
+
+
+def test_a_caller_timing_out_through_a_quiet_dependency_is_not_the_root_while_what_lies_below_is_unexamined():
+    found = localise(_timeouts_through_a_quiet_hop(examine_the_last=False).items, ["pradik"])
+    assert (found.outcome, found.reason) == ("undetermined", "address_not_resolved")  # no record knows quellar
+    assert ("query_logs", {"service": "quellar"}) in [(c.tool, c.arguments) for c in found.next_checks]
+    # An alert names a service without examining it.
+    alerted = localise(_timeouts_through_a_quiet_hop(examine_the_last=False, alert_only=True).items, ["pradik"])
+    assert (alerted.outcome, alerted.reason) == ("undetermined", "dependency_not_examined")
+    # Examined and quiet all the way down: the caller's own timeouts are what the evidence shows.
+    examined = localise(_timeouts_through_a_quiet_hop(examine_the_last=True).items, ["pradik"])
+    assert examined.reason != "dependency_not_examined"
+
+
 def _server_refusing_a_caller(caller_changed_at: float | None, change: tuple[str, str] = (
         "secret", "Secret vondrel-karsh-credentials rotated")) -> Results:
     """A server that logs its refusals of a caller's requests, and nothing else; the caller's errors name it."""

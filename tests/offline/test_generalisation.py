@@ -111,6 +111,58 @@ def test_an_ip_in_the_errors_is_looked_up_in_the_clusters_services_and_the_servi
     assert ("query_kubernetes", {"kind": "service"}) not in second  # asked once
 
 
+@pytest.mark.parametrize(("question", "expected"), [
+    ("Please diagnose ledazai9.", ["ledazai9"]),  # a numbered name is a host or workload name
+    ("web01 and api-gateway time out", ["web01", "api-gateway"]),
+    ("Why is checkout failing after the python3 upgrade?", []),  # a versioned technology is not
+    ("Is p99 latency of order-api high?", ["order-api"]),
+])
+def test_hyphenated_and_numbered_names_are_read_from_the_question(question, expected):
+    from diagnosis.llm.offline.lexicon import services_in_question
+
+    assert services_in_question(question) == expected
+
+
+def test_a_plain_name_in_the_question_is_read_once_the_evidence_knows_a_service_of_that_name():
+    caller = logs("povrik", [(-300, "ERROR", "request to krelmas failed: dial tcp krelmas:3000: i/o timeout")])
+    obs = Observations([caller])
+    assert obs.services_named_in("Please diagnose krelmas.") == ["krelmas"]  # a host an error names
+    assert obs.services_named_in("Please diagnose povrik and krelmas.") == ["povrik", "krelmas"]
+    assert obs.services_named_in("Please diagnose the cache.") == []  # a word no record knows is no service
+
+
+def test_a_stated_symptom_the_asked_service_does_not_show_is_followed_to_the_firing_alert():
+    tools = TOOLS | {"query_kubernetes"}
+    quiet = logs("sorvane", [(-3000 + 60 * i, "INFO", f"GET /v1/carts 200 in {20 + i % 5} ms") for i in range(40)])
+    alerts = {"tool_name": "query_alerts", "arguments": {}, "status": "SUCCESS", "invocation_id": "inv-00000003",
+              "result": {"alerts": [{"labels": {"alertname": "HighErrorRate", "service": "belquist", "severity": "critical"},
+                                     "annotations": {"summary": "belquist: 5xx above objective"}, "state": "firing",
+                                     "activeAt": _at(-900)}]}}
+    results = [alerts, quiet]
+    stated = next_calls(Observations(results, "sorvane is failing, find the cause"), results, ["sorvane"], tools,
+                        "sorvane is failing, find the cause")
+    assert ("query_logs", {"service": "belquist", "limit": 200}) in stated
+    healthy = next_calls(Observations(results, "Is sorvane healthy?"), results, ["sorvane"], tools, "Is sorvane healthy?")
+    assert not [c for c in healthy if c[1].get("service") == "belquist"]  # no symptom stated: no other alert
+
+
+def test_the_leads_come_before_the_leading_candidates_kubernetes_state_and_runbooks():
+    tools = TOOLS | {"query_kubernetes"}
+    caller = logs("vendrix", [(-3000 + 60 * i, "INFO", f"GET /v1/parcels 200 in {20 + i % 5} ms") for i in range(40)]
+                  + [(-600 + 30 * i, "ERROR", "dial tcp brasko.tovra.svc.cluster.local:7070: i/o timeout") for i in range(12)])
+    errors = metric("vendrix", "http_server_errors_ratio", step(0.001, 0.4), inv="inv-00000004")
+    results = [caller, errors]
+    assert localise_results(results, ["vendrix"]).top().service == "vendrix"
+    calls = next_calls(Observations(results), results, ["vendrix"], tools, "")
+    assert ("query_logs", {"service": "brasko", "limit": 200}) in calls
+    assert not [c for c in calls if c[0] in ("query_kubernetes", "lookup_knowledge")], calls
+    examined = results + [logs("brasko", [(-3000 + 60 * i, "INFO", f"GET /v1/rates 200 in {9 + i % 3} ms")
+                                          for i in range(40)], inv="inv-00000005"),
+                          metric("brasko", "http_server_errors_ratio", [0.001] * 60, inv="inv-00000006")]
+    last = next_calls(Observations(examined), examined, ["vendrix"], tools, "")
+    assert ("query_kubernetes", {"kind": "deployment", "name": "vendrix"}) in last  # the chain has ended
+
+
 # --------------------------------------------------------------------------- durations and thresholds
 
 
