@@ -11,6 +11,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from diagnosis.localisation.graph import named_in
+from diagnosis.localisation.levels import at_least
 from diagnosis.localisation.ranking import Candidate, starved
 from diagnosis.localisation.records import Evidence, service_of
 
@@ -88,3 +90,34 @@ def service_in_address(address: str) -> str | None:
         return None
     name = address.split(".", 1)[0]
     return name if re.fullmatch(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?", name) else None
+
+
+def errors_point_below(evidence: Evidence, subject: list[str], known: set[str]) -> tuple[str, list[NextCheck]]:
+    """Why "nothing wrong" cannot be said of the asked services though nothing deviates: an error line of theirs
+    (or of a dependency it names that shows nothing itself, ``QUIET_HOPS`` deep) names a service whose telemetry
+    no query returned, or an address nothing resolves. Returns the reason and the checks, or ("", [])."""
+    seen, examined = set(subject), evidence.examined()
+    frontier = list(subject)
+    for _depth in range(QUIET_HOPS + 1):
+        following = []
+        for record in evidence.logs:
+            if record.service not in frontier or not at_least(record.level, "ERROR"):
+                continue
+            targets, unresolved = named_in(record.message, evidence, known - {record.service})
+            for address in unresolved:
+                name = service_in_address(address)
+                if name is None:
+                    return "address_not_resolved", [NextCheck("query_kubernetes", {"kind": "service"},
+                                                              f"which Service answers at {address}")]
+                return "address_not_resolved", [NextCheck("query_logs", {"service": name}, f"{record.service} calls {address}"),
+                                                 NextCheck("query_metrics", {"service": name}, f"{record.service} calls {address}")]
+            for target in targets:
+                if target not in examined:
+                    return "dependency_not_examined", [
+                        NextCheck("query_logs", {"service": target}, f"{record.service}'s errors name it"),
+                        NextCheck("query_metrics", {"service": target}, f"{record.service}'s errors name it")]
+                if target not in seen:
+                    seen.add(target)
+                    following.append(target)
+        frontier = following
+    return "", []

@@ -19,7 +19,7 @@ from functools import partial
 from typing import Any, Iterable, Mapping
 
 from diagnosis.localisation.collector import collector_paused
-from diagnosis.localisation.below import NextCheck, beyond, next_checks, unexamined_nodes
+from diagnosis.localisation.below import NextCheck, beyond, errors_point_below, next_checks, unexamined_nodes
 from diagnosis.localisation.graph import Edge, DependencyGraph, build_graph, named_in
 from diagnosis.localisation.kinds import GENERIC, change_kind, kind_support, word_votes
 from diagnosis.localisation.levels import WARN_OR_WORSE, at_least
@@ -130,11 +130,7 @@ def localise_evidence(evidence: Evidence, subject: Iterable[str] = ()) -> Locali
     roots = [c for c in ranked if c.explained_by is None and c.strength >= MIN_ROOT_STRENGTH
              and (c.service not in graph.nodes or c.explains) and not idle_busy(c)]
     if not roots:
-        if any(c.strength >= MIN_ROOT_STRENGTH and c.service not in graph.nodes and not idle_busy(c) for c in ranked):
-            result.outcome, result.reason = "undetermined", "cycle"
-        elif _unjudged_errors(evidence, subject):
-            result.outcome, result.reason = "undetermined", "no_baseline"
-        return result
+        return _without_root(result, evidence, graph, known, idle_busy)
     top = roots[0]
     if top.service in graph.nodes:
         workload = _pressured_workload(top, candidates, subject)
@@ -167,6 +163,21 @@ def _error_lines(templates: Mapping[tuple[str, int], Any]) -> dict[str, list[str
         if at_least(template.level, "ERROR"):
             lines.setdefault(service, []).append(template.records[0].message)
     return lines
+
+
+def _without_root(result: Localisation, evidence: Evidence, graph, known: set[str], idle_busy) -> Localisation:
+    """No decisive root: candidates that explain each other (a cycle), errors with too little history to judge,
+    or errors of the asked services that lead to what no query examined; else nothing wrong."""
+    subject = result.subject
+    if any(c.strength >= MIN_ROOT_STRENGTH and c.service not in graph.nodes and not idle_busy(c) for c in result.candidates):
+        result.outcome, result.reason = "undetermined", "cycle"
+    elif _unjudged_errors(evidence, subject):
+        result.outcome, result.reason = "undetermined", "no_baseline"
+    elif subject:  # "nothing wrong" only where the asked services' errors lead to nothing left unexamined
+        reason, checks = errors_point_below(evidence, subject, known)
+        if reason:
+            result.outcome, result.reason, result.next_checks = "undetermined", reason, checks
+    return result
 
 
 def _rotated_credentials(top: Candidate, candidates: Mapping[str, Candidate], context: list[Signal]) -> Candidate | None:
