@@ -180,6 +180,12 @@ def undetermined_summary(loc: Localisation) -> str:
     return text + "."
 
 
+def service_queries(service: str, offered: set[str], calls: set[str]) -> list[tuple[str, dict]]:
+    """A service's logs and metrics, each unless already asked (``calls``: canonical calls) or not offered."""
+    wanted = [("query_logs", {"service": service, "limit": LOG_LIMIT}), ("query_metrics", {"service": service})]
+    return [(tool, args) for tool, args in wanted if tool in offered and _canonical(tool, args) not in calls]
+
+
 def follow_ups(loc: Localisation, calls: set[str], offered: set[str], limit_services: int) -> list[tuple[str, dict]]:
     """The next queries: the cluster's address book when their error lines name an IP, the dependencies the
     evidence names for the leading candidates and the asked services that no query has examined yet, then
@@ -208,9 +214,7 @@ def follow_ups(loc: Localisation, calls: set[str], offered: set[str], limit_serv
     for service in services:
         if len({a["service"] for _t, a in wanted if "service" in a}) >= limit_services:
             break
-        for tool, args in (("query_logs", {"service": service, "limit": LOG_LIMIT}), ("query_metrics", {"service": service})):
-            if tool in offered and _canonical(tool, args) not in calls:
-                wanted.append((tool, args))
+        wanted += service_queries(service, offered, calls)
     for check in loc.next_checks:  # a node's series, by label (a Service lookup by name is left as advice)
         if check.tool == "query_metrics" and "query" in check.arguments:
             if check.tool in offered and _canonical(check.tool, check.arguments) not in calls:
@@ -226,18 +230,14 @@ def next_calls(obs, results: list, named: list[str], offered: set[str], question
     calls = follow_ups(loc, obs.calls, offered, MAX_FOLLOW_UP_SERVICES)
     for service in named:  # an asked service the first round could not query by name (read from the evidence since)
         if service not in obs.queried:
-            for tool, args in (("query_logs", {"service": service, "limit": LOG_LIMIT}), ("query_metrics", {"service": service})):
-                if tool in offered and _canonical(tool, args) not in obs.calls:
-                    calls.insert(0, (tool, args))
+            calls[:0] = [q for q in service_queries(service, offered, obs.calls) if q not in calls]
     # The services the alerts are about: where to look when no service is named, and when the question states a
     # symptom that the asked services' telemetry does not show at all: the firing service nobody examined yet (a
     # caller's alert is often the first sign of a root whose own telemetry shows it only faintly). A question that
     # states no symptom ("is X healthy?"), or one whose services do deviate, is not answered with another alert.
     if (not named and not obs.queried) or (loc.outcome == "nothing_wrong" and obs.symptom.stated):
         for service in [s for s in obs.alerting_services(question) if s not in obs.queried][:1]:
-            for tool, args in (("query_logs", {"service": service, "limit": LOG_LIMIT}), ("query_metrics", {"service": service})):
-                if tool in offered and _canonical(tool, args) not in obs.calls:
-                    calls.append((tool, args))
+            calls += service_queries(service, offered, obs.calls)
     if calls:  # the leads first: the leading candidate's Kubernetes state and the runbooks wait for the chain's end
         return calls
     top = loc.top()

@@ -151,9 +151,10 @@ def _executor(request: ChatRequest, si: Mapping[str, Any]) -> tuple[str | None, 
     offered = _offered_tools(request)
     rounds = _tool_rounds(request)
     question = str(si.get("question", ""))
+    obs = Observations(results, question)  # read once: the names, the follow-ups and the evidence report
     named = [s for s in plan.get("services") or [] if isinstance(s, str)] or services_in_question(question)
     if not named and results:  # a plain name ("checkout") is read once the evidence shows such a service
-        named = Observations(results, question).services_named_in(question)
+        named = obs.services_named_in(question)
     if offered and budget > 0:
         if rounds == 0:
             steps = [(s.get("tool"), s.get("arguments") or {}) for s in plan.get("steps") or [] if isinstance(s, Mapping)]
@@ -162,22 +163,20 @@ def _executor(request: ChatRequest, si: Mapping[str, Any]) -> tuple[str | None, 
             if steps:
                 return None, _tool_calls(steps[:budget], len(results) + 1)
         elif mode != "EVIDENCE_GAP_ONLY" and not howto_question(question):
-            # One follow-up round where the results point; two when the question named no service and
-            # the first one only found which service the alerts are about.
+            # Follow-up rounds where the results point: MAX_LEAD_HOPS of them, one more when the question named
+            # no service and the first one only found which service the alerts are about.
             has_service_steps = any(isinstance(s, Mapping) and s.get("tool") in ("query_logs", "query_metrics")
                                     for s in plan.get("steps") or [])
             # A further round only follows a lead the previous one found (a multi-hop cause).
             if rounds - 1 < (1 if has_service_steps else 2) + MAX_LEAD_HOPS - 1:
-                obs = Observations(results, question)
                 calls = next_calls(obs, results, named, offered, question)
                 allowed = budget - GAP_RESERVE if budget > GAP_RESERVE + 2 else budget
                 if calls and allowed > 0:
                     return None, _tool_calls(calls[:allowed], len(results) + 1)
-    return _json(_evidence(si, results, named, mode).to_dict()), []
+    return _json(_evidence(si, obs, results, named, mode).to_dict()), []
 
 
-def _evidence(si: Mapping[str, Any], results: list, named: list[str], mode: str) -> EvidenceReport:
-    obs = Observations(results, str(si.get("question", "")))
+def _evidence(si: Mapping[str, Any], obs: Observations, results: list, named: list[str], mode: str) -> EvidenceReport:
     previous = si.get("previous_snapshot") if mode == "EVIDENCE_GAP_ONLY" else None
     if isinstance(previous, Mapping) and isinstance(previous.get("claims"), list):
         return _extend_snapshot(previous, obs)
