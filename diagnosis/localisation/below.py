@@ -13,7 +13,7 @@ from typing import Any
 
 from diagnosis.localisation.graph import named_in
 from diagnosis.localisation.levels import at_least
-from diagnosis.localisation.ranking import Candidate, starved
+from diagnosis.localisation.ranking import Candidate, starved, symptom_only
 from diagnosis.localisation.records import Evidence, service_of
 
 
@@ -53,20 +53,74 @@ def beyond(top: Candidate, graph, evidence: Evidence, candidates) -> tuple[list[
     return quiet, list(dict.fromkeys(unexamined))
 
 
-def unexamined_nodes(candidate: Candidate, graph, evidence: Evidence) -> list[str]:
-    """The nodes a starved service runs on whose own series no query returned."""
+# Kinds that are a fault of the service itself, whatever it calls: its own resources, its own changes,
+# its scheduling, its certificates, the data it was given.
+INTRINSIC_FAMILIES = ("change", "scheduling", "data")
+INTRINSIC_KINDS = {"resource.cpu", "resource.memory", "resource.disk", "network.tls"}
+_OWN_RESOURCES = ("cpu", "memory", "disk")
+
+
+def of_its_own(candidate: Candidate, evidence: Evidence) -> bool:
+    """A fault of the service itself, whatever lies below it. Short of a resource only by its own series or
+    state, or by lines that name no other service: "OOM command not allowed ... redis://cache:6379" is the
+    cache's memory, told by its caller."""
+    kind = candidate.kind or ""
+    if kind.split(".")[0] in INTRINSIC_FAMILIES or kind == "network.tls":
+        return True
+    if kind not in INTRINSIC_KINDS:
+        return False
+    faults = candidate.faults
+    if any(s.source == "kube" or (s.source in ("metric", "placed") and s.kind in _OWN_RESOURCES) for s in faults):
+        return True
+    others = evidence.services() - {candidate.service}
+    return not any(s.source == "log" and s.refs and any(named_in(s.refs[0].excerpt, evidence, others)) for s in faults)
+
+
+def unexamined_nodes(candidate: Candidate, graph, evidence: Evidence, through: list[str] = ()) -> list[str]:
+    """The nodes a service (and the services ``through``) runs on whose own series no query returned, while a
+    way to read them is left untried (a node every way returned nothing for shows nothing)."""
     seen = {service_of(s.labels) for s in evidence.series}
     seen |= {evidence.node(s.labels) for s in evidence.series if not service_of(s.labels)}
-    return [e.callee for e in graph.dependencies(candidate.service)
-            if e.via == "placement" and e.callee.removeprefix("node:") not in seen]
+    nodes = dict.fromkeys(e.callee for service in [candidate.service, *through] for e in graph.dependencies(service)
+                          if e.via == "placement" and e.callee.removeprefix("node:") not in seen)
+    return [node for node in nodes if node_reads(node, evidence)]
+
+
+def nodes_to_examine(top: Candidate, graph, evidence: Evidence, quiet: list[str]) -> list[str]:
+    """The unexamined nodes that may hold the cause: a starved top's own; for a top that is only saturated (a
+    pool, a queue, requests waiting), also those of the quiet dependencies it waits on. A dependency slowed by
+    its node shows nothing of its own; its caller's pool fills with the requests that wait for it."""
+    if starved(top):
+        return unexamined_nodes(top, graph, evidence)
+    if quiet and (top.kind == "resource.pool" or symptom_only(top)):
+        return unexamined_nodes(top, graph, evidence, quiet)
+    return []
+
+
+def node_reads(node: str, evidence: Evidence, why: str = "") -> list[NextCheck]:
+    """The ways to read a node's series not tried yet: by its ``node`` label (the kubelet, cAdvisor, exporters
+    relabelled by node name), by node exporter's ``instance`` (the node's IP, with the port) once a pod on
+    it gave that IP as its hostIP, else that pod's own state, which gives it."""
+    name = node.removeprefix("node:")
+    asked = {word for expression in evidence.expressions for word in re.split(r"[^\w.\-]+", expression)}
+    ips = [ip for ip, named in evidence.node_names.items() if named == name]
+    reads = []
+    if name not in asked:
+        reads.append(NextCheck("query_metrics", {"query": f'{{node="{name}"}}'}, why))
+    if ips and not set(ips) & asked:
+        reads.append(NextCheck("query_metrics", {"query": '{instance=~"(%s)(:[0-9]+)?"}' % "|".join(ips)}, why))
+    pod = next((p.pod for p in evidence.placements if p.node == name and p.pod), None)
+    if not ips and pod and pod not in evidence.queried:
+        reads.append(NextCheck("query_kubernetes", {"kind": "pod", "name": pod}, f"the address of {name}"))
+    return reads
 
 
 def next_checks(top: Candidate, graph, evidence: Evidence) -> list[NextCheck]:
-    checks = []
-    for node in (unexamined_nodes(top, graph, evidence) if starved(top) else [])[:1]:
-        name = node.removeprefix("node:")
-        checks.append(NextCheck("query_metrics", {"query": f'{{node="{name}"}}'}, f"{top.service} runs on {name}"))
+    """What to examine next: a starved top's node first; else the unexamined dependencies and unresolved
+    addresses below it, then the nodes its quiet dependencies run on."""
     quiet, unexamined = beyond(top, graph, evidence, {})
+    nodes = _node_checks(top, graph, evidence, quiet)
+    checks = nodes if starved(top) else []
     for callee in unexamined:
         if not callee.startswith("node:"):
             checks.append(NextCheck("query_logs", {"service": callee}, f"{top.service} depends on it"))
@@ -81,7 +135,12 @@ def next_checks(top: Candidate, graph, evidence: Evidence) -> list[NextCheck]:
         checks.append(NextCheck("query_logs", {"service": name}, f"{top.service} calls {address}"))
         checks.append(NextCheck("query_metrics", {"service": name}, f"{top.service} calls {address}"))
         checks.append(NextCheck("query_kubernetes", {"kind": "service", "name": name}, f"which pods answer at {address}"))
-    return checks
+    return checks if starved(top) else checks + nodes
+
+
+def _node_checks(top: Candidate, graph, evidence: Evidence, quiet: list[str]) -> list[NextCheck]:
+    nodes = nodes_to_examine(top, graph, evidence, quiet)[:1]
+    return [c for node in nodes for c in node_reads(node, evidence, f"{top.service} depends on {node.removeprefix('node:')}")]
 
 
 def service_in_address(address: str) -> str | None:

@@ -40,6 +40,10 @@ _PUBLIC_SUFFIX = re.compile(r"\.(?:com|org|net|io|dev|app|cloud|co|uk|de|cn|exam
 _KEYED_HOST = re.compile(r"\b(?:db_?host|upstream_?host|peer|peer\.service|addr|remote_addr|endpoint|backend|"
                          r"target|dial|broker|bootstrap\.servers|dependency|callee|to)[\"']?\s*[=:]\s*[\"']?"
                          r"([A-Za-z][A-Za-z0-9_.-]+)", re.I)
+# A host given with its port as a pair of keys: Python clients' ``HTTPConnectionPool(host='x', port=80)`` and
+# ``Redis<ConnectionPool<Connection<host=x,port=6379>>>``, libpq's ``host=x port=5432``. A ``host`` key alone
+# is often this side (nginx's ``host``), the pair is where a call went.
+_HOST_AND_PORT = re.compile(r"\bhost\s*=\s*[\"']?([A-Za-z0-9][A-Za-z0-9_.-]*)[\"']?\s*[,;]?\s*port\s*=\s*\d{2,5}\b", re.I)
 _DIGITS = re.compile(r"\d+")
 _UNSPECIFIED = {"0.0.0.0", "::"}
 # A resolver's reply that the name does not exist, as Go's resolver reports it ("lookup NAME on
@@ -136,7 +140,7 @@ def _addresses(message: str) -> list[str]:
     line reports (its resolution worked; the name it was asked for is what failed)."""
     names = [m.group(1) for m in _URL_HOST.finditer(message)] + [m.group(1) for m in _HOST_PORT.finditer(message)]
     names += [m.group(1) for m in _IP_PORT.finditer(message) if int(m.group(2)) < EPHEMERAL_FROM]
-    names += [m.group(1) for m in _KEYED_HOST.finditer(message)]
+    names += [m.group(1) for m in _KEYED_HOST.finditer(message)] + [m.group(1) for m in _HOST_AND_PORT.finditer(message)]
     answered = {m.group(1) for m in _RESOLVER_ANSWERED.finditer(message)}
     return [n.rstrip(".") for n in dict.fromkeys(names)
             if not _SOURCE_FILE.search(n) and n not in _UNSPECIFIED and n not in answered]

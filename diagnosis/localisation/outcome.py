@@ -19,7 +19,8 @@ from functools import partial
 from typing import Any, Iterable, Mapping
 
 from diagnosis.localisation.collector import collector_paused
-from diagnosis.localisation.below import NextCheck, beyond, errors_point_below, next_checks, unexamined_nodes
+from diagnosis.localisation.below import (NextCheck, beyond, errors_point_below, next_checks, nodes_to_examine,
+                                          of_its_own)
 from diagnosis.localisation.graph import Edge, DependencyGraph, build_graph, named_in
 from diagnosis.localisation.kinds import GENERIC, change_kind, kind_support, word_votes
 from diagnosis.localisation.levels import WARN_OR_WORSE, at_least
@@ -203,7 +204,7 @@ def _reroot(result: Localisation, server: Candidate, caller: Candidate) -> None:
     result.candidates.insert(0, caller)
 
 
-PEER_KINDS = ("network.tls", "network.refused", "network.loss", "network.timeout")
+PEER_KINDS = ("network.tls", "network.refused", "network.loss", "network.timeout", "capacity.rate_limit")
 
 
 def named_signals(signals: list[Signal], evidence: Evidence, graph: DependencyGraph) -> list[Signal]:
@@ -311,13 +312,13 @@ def _doubt(top: Candidate, roots: list[Candidate], graph, evidence: Evidence, ca
             # earlier elsewhere: a call the evidence does not show may link the two.
             return "not_separated"
     quiet, unexamined = beyond(top, graph, evidence, candidates)
-    if unexamined and not _intrinsic(top):
+    if unexamined and not of_its_own(top, evidence):
         return "dependency_not_examined"
-    if any(graph.unresolved.get(s) for s in [top.service, *quiet]) and not _intrinsic(top):
+    if any(graph.unresolved.get(s) for s in [top.service, *quiet]) and not of_its_own(top, evidence):
         return "address_not_resolved"
     if (top.kind or "").startswith("dependency.") and top.role != top.kind:
         return "dependency_not_identified"  # its errors blame a dependency the evidence does not name
-    if starved(top) and unexamined_nodes(top, graph, evidence):
+    if nodes_to_examine(top, graph, evidence, quiet):
         return "node_not_examined"
     if _changed_dependencies(top, graph, context):
         return "dependency_changed"
@@ -376,17 +377,6 @@ def _changed_caller(top: Candidate, candidates: Mapping[str, Candidate], context
                and caller.onset - 900 <= c.onset <= caller.onset + TOLERANCE_S for c in context):
             out.append(name)
     return out
-
-
-# Kinds that are a fault of the service itself, whatever it calls: its own resources, its own changes,
-# its scheduling, its certificates, the data it was given.
-INTRINSIC_FAMILIES = ("change", "scheduling", "data")
-INTRINSIC_KINDS = {"resource.cpu", "resource.memory", "resource.disk", "network.tls"}
-
-
-def _intrinsic(candidate: Candidate) -> bool:
-    kind = candidate.kind or ""
-    return kind in INTRINSIC_KINDS or kind.split(".")[0] in INTRINSIC_FAMILIES
 
 
 def describe(localisation: Localisation) -> dict[str, Any]:

@@ -132,6 +132,7 @@ class Evidence:
     placements: list[Placement] = field(default_factory=list)
     addresses: dict[str, str] = field(default_factory=dict)  # IP, cluster DNS name or Service name -> service
     queried: list[str] = field(default_factory=list)  # the services asked of a tool, in order
+    expressions: list[str] = field(default_factory=list)  # the metric queries asked (a node's series by label)
     empty: set[str] = field(default_factory=set)  # services a query named that returned nothing at all
     window: tuple[float, float] | None = None
     log_windows: dict[str, tuple[float, float]] = field(default_factory=dict)  # service -> span its logs cover
@@ -276,6 +277,8 @@ def read_evidence(results: Iterable[Mapping[str, Any]]) -> Evidence:
         asked = arguments.get("service") or arguments.get("name")
         if isinstance(asked, str) and asked and tool in ("query_logs", "query_metrics", "query_kubernetes"):
             evidence.queried.append(asked)
+        if tool == "query_metrics" and isinstance(arguments.get("query"), str):
+            evidence.expressions.append(arguments["query"])
         low, high = _window(result)
         if low is not None and high is not None and tool in ("query_logs", "query_metrics"):
             lows.append(low)
@@ -468,7 +471,8 @@ def _read_events(evidence: Evidence, inv: str, events: list[Any]) -> int:
 
 
 def _read_services(evidence: Evidence, services: list[Any]) -> int:
-    """The address book: each Service's names, ExternalName target, cluster IP and endpoint IPs -> its workload."""
+    """The address book: each Service's names, ExternalName target, cluster IP and endpoint IPs -> its workload,
+    and the nodes its endpoints run on."""
     count = 0
     for service in services:
         if not isinstance(service, Mapping) or not service.get("name"):
@@ -486,6 +490,9 @@ def _read_services(evidence: Evidence, services: list[Any]) -> int:
         for endpoint in service.get("endpoints") or []:
             if isinstance(endpoint, Mapping) and endpoint.get("ip"):
                 evidence.addresses[str(endpoint["ip"])] = target
+                if endpoint.get("node"):  # an EndpointSlice says on which node each endpoint runs
+                    evidence.placements.append(Placement(target, str(endpoint.get("pod") or ""), str(endpoint["node"]),
+                                                         str(endpoint["ip"])))
         count += 1
     return count
 

@@ -292,3 +292,19 @@ def test_an_alert_naming_a_pod_makes_the_alert_analysis_read_its_kubernetes_stat
     assert ("query_kubernetes", {"kind": "pod", "name": "points-api-5c8d7b9f4-x7kqp", "namespace": "loyalty"}) in calls
     plain = {**alert, "labels": {k: v for k, v in alert["labels"].items() if k not in ("pod", "namespace")}}
     assert not [c for c in _aiops_first_round([plain]) if c[0] == "query_kubernetes"]  # `job` is the scrape job
+
+
+def test_the_node_a_quiet_dependency_runs_on_is_read_once_no_lead_is_left():
+    """A caller's pool runs dry waiting on a dependency: its logs and series come first; once they show nothing,
+    the node it runs on (from the address book) and a pod there whose hostIP is the node's address."""
+    from tests.localisation.test_below import NODE, _pool_caller_and_a_quiet_database
+
+    tools = TOOLS | {"query_kubernetes"}
+    everything = [dict(item, status="SUCCESS") for item in _pool_caller_and_a_quiet_database().items]
+    unexamined = [i for i in everything if i["arguments"].get("service") != "quastor"]
+    first = next_calls(Observations(unexamined), unexamined, ["fobrel"], tools, "")
+    assert ("query_logs", {"service": "quastor", "limit": 200}) in first
+    assert not [c for c in first if "query" in c[1] or c[1].get("kind") == "pod"], first
+    last = next_calls(Observations(everything), everything, ["fobrel"], tools, "")
+    assert last[:2] == [("query_metrics", {"query": f'{{node="{NODE}"}}'}),
+                        ("query_kubernetes", {"kind": "pod", "name": "quastor-0"})]

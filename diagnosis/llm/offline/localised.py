@@ -215,11 +215,14 @@ def follow_ups(loc: Localisation, calls: set[str], offered: set[str], limit_serv
         if len({a["service"] for _t, a in wanted if "service" in a}) >= limit_services:
             break
         wanted += service_queries(service, offered, calls)
-    for check in loc.next_checks:  # a node's series, by label (a Service lookup by name is left as advice)
-        if check.tool == "query_metrics" and "query" in check.arguments:
-            if check.tool in offered and _canonical(check.tool, check.arguments) not in calls:
-                wanted.insert(0, (check.tool, dict(check.arguments)))
-    return wanted
+    # A node's series, by label, and the pod whose hostIP is the node's address (a Service lookup by name is
+    # left as advice): first when the localiser asks for them first (a starved top), else once no lead is left.
+    nodes = [(c.tool, dict(c.arguments)) for c in loc.next_checks
+             if ((c.tool == "query_metrics" and "query" in c.arguments)
+                 or (c.tool == "query_kubernetes" and c.arguments.get("kind") == "pod"))
+             and c.tool in offered and _canonical(c.tool, c.arguments) not in calls]
+    first = bool(loc.next_checks) and loc.next_checks[0].tool == "query_metrics" and "query" in loc.next_checks[0].arguments
+    return nodes + wanted if first else wanted or nodes
 
 
 def next_calls(obs, results: list, named: list[str], offered: set[str], question: str) -> list[tuple[str, dict]]:

@@ -139,7 +139,7 @@ def _tool_calls(calls: list[tuple[str, dict]], first_id: int) -> list[ToolCall]:
             for i, (tool, args) in enumerate(calls)]
 
 
-MAX_LEAD_HOPS = 3
+MAX_LEAD_HOPS = 4
 _PRIORITY = {"query_alerts": 0, "query_logs": 1, "query_metrics": 1, "lookup_knowledge": 2}
 
 

@@ -1,0 +1,105 @@
+"""What lies below a saturated caller: the node its quiet dependency runs on, and the limit a dependency answers
+with. Test code builds the tool results by hand (``support.Results``)."""
+
+import pytest
+
+from diagnosis.localisation.graph import addressed_in
+from diagnosis.localisation.outcome import localise
+from diagnosis.localisation.records import Evidence
+from tests.localisation.support import Results, flat, stepped
+
+NODE, HOST_IP = "pool-b-9qk4s", "10.20.7.31"
+
+
+def _pool_caller_and_a_quiet_database() -> Results:
+    """fobrel's client pool runs dry waiting on quastor, whose own series and logs show nothing; the address
+    book (Services with their EndpointSlices) says on which node quastor's pod runs."""
+    results = Results()
+    results.metric({"__name__": "db_client_connections_pending_requests", "service": "fobrel"}, stepped(0, 30, 44))
+    results.metric({"__name__": "pg_stat_activity_max_tx_duration", "service": "quastor"}, flat(0.4))
+    results.logs("quastor", [(-3400 + i * 200, "", f"checkpoint complete: wrote {40 + i} buffers") for i in range(17)])
+    results.logs("fobrel", [(-3000 + i * 120, "", f"GET /v1/items 200 in {40 + i} ms") for i in range(20)]
+                 + [(-900 + i * 50, "ERROR", f"connection pool exhausted: {i + 30} requests waiting for a connection "
+                                             f"to postgres://quastor:5432/items") for i in range(8)])
+    results._add("query_kubernetes", {"kind": "service"}, {"pods": [], "events": [], "services": [
+        {"name": "quastor", "clusterIP": "10.96.4.12", "selector": {"app": "quastor"},
+         "endpoints": [{"ip": "10.244.3.9", "pod": "quastor-0", "node": NODE, "ready": True}]}]})
+    return results
+
+
+def test_a_pool_caller_is_not_decisive_while_the_node_of_the_quiet_dependency_it_waits_on_is_unexamined():
+    found = localise(_pool_caller_and_a_quiet_database().items, ["fobrel"])
+    assert (found.outcome, found.reason, found.root) == ("undetermined", "node_not_examined", "fobrel")
+    checks = [(c.tool, c.arguments) for c in found.next_checks]
+    # By the node's name; and its IP, by which node exporter labels its series, is the hostIP of a pod on it.
+    assert ("query_metrics", {"query": f'{{node="{NODE}"}}'}) in checks
+    assert ("query_kubernetes", {"kind": "pod", "name": "quastor-0"}) in checks
+
+
+def test_a_node_every_way_to_read_showed_nothing_for_leaves_the_pool_caller_decisive():
+    results = _pool_caller_and_a_quiet_database()
+    results._add("query_metrics", {"query": f'{{node="{NODE}"}}'}, {"series": []})
+    assert localise(results.items, ["fobrel"]).reason == "node_not_examined"  # its IP is not known yet
+    results.kubernetes({"pods": [{"name": "quastor-0", "labels": {"app": "quastor"}, "node": NODE, "hostIP": HOST_IP,
+                                  "podIP": "10.244.3.9", "containers": []}], "events": []}, "quastor-0")
+    found = localise(results.items, ["fobrel"])
+    assert [c.arguments for c in found.next_checks] == [{"query": '{instance=~"(%s)(:[0-9]+)?"}' % HOST_IP}]
+    results._add("query_metrics", {"query": '{instance=~"(%s)(:[0-9]+)?"}' % HOST_IP}, {"series": []})
+    found = localise(results.items, ["fobrel"])
+    assert (found.outcome, found.root, found.kind) == ("root_cause", "fobrel", "resource.pool")
+
+
+def test_the_quiet_dependency_is_the_root_once_its_node_shows_memory_pressure():
+    results = _pool_caller_and_a_quiet_database()
+    results.kubernetes({"pods": [{"name": "quastor-0", "labels": {"app": "quastor"}, "node": NODE, "hostIP": HOST_IP,
+                                  "podIP": "10.244.3.9", "containers": []}], "events": []}, "quastor-0")
+    results.metric({"__name__": "node_memory_MemAvailable_bytes", "instance": f"{HOST_IP}:9100"}, stepped(8e9, 2e8, 42))
+    results.metric({"__name__": "node_pressure_memory_waiting_seconds_total", "instance": f"{HOST_IP}:9100"},
+                   [i * 0.2 if i < 42 else 42 * 0.2 + (i - 42) * 40 for i in range(60)])
+    found = localise(results.items, ["fobrel"])
+    assert (found.outcome, found.root, found.kind) == ("root_cause", "quastor", "scheduling.node_pressure")
+    assert found.top().explains == ["fobrel"]
+
+
+def test_a_rate_limit_a_dependency_answers_with_is_that_dependency_s_limit_not_the_caller_s():
+    results = Results()
+    results.metric({"__name__": "http_server_errors_ratio", "service": "vendra"}, stepped(0.001, 0.35, 44))
+    results.logs("vendra", [(-3000 + i * 120, "", f"GET /v1/quotes 200 in {30 + i} ms") for i in range(20)]
+                 + [(-900 + i * 40, "ERROR", f"POST http://mulcot:8080/v2/send failed: 429 Too Many Requests "
+                                             f"(retry after {i + 2}s)") for i in range(12)])
+    results.logs("mulcot", [(-3400 + i * 200, "", f"served {400 + i} requests") for i in range(17)])
+    results.metric({"__name__": "up", "service": "mulcot"}, flat(1.0, wiggle=0))
+    found = localise(results.items, ["vendra"])
+    assert (found.outcome, found.root, found.kind) == ("root_cause", "mulcot", "capacity.rate_limit")
+    assert found.top().explains == ["vendra"]
+
+
+@pytest.mark.parametrize(("message", "expected"), [
+    # Python requests/urllib3, redis-py and libpq: the host given with its port as a pair of keys
+    ("requests.exceptions.ConnectionError: HTTPConnectionPool(host='ledger-core', port=8080): Max retries exceeded "
+     "with url: /v1/entries", ["ledger-core"]),
+    ("HTTPConnectionPool(host='10.244.203.81', port=8080): Max retries exceeded", ["10.244.203.81"]),
+    ("redis.exceptions.ConnectionError: Error while reading from Redis<ConnectionPool<Connection<host=sessions,"
+     "port=6379,db=0>>>", ["sessions"]),
+    ("psycopg2.OperationalError: could not connect: host=orders port=5432 dbname=orders", ["orders"]),
+    # a host key alone names this side (an access log's request host)
+    ('10.0.4.2 - - "GET /healthz HTTP/1.1" 200 host=storefront', []),
+])
+def test_a_host_given_with_its_port_is_where_the_call_went(message, expected):
+    found, unresolved = addressed_in(message, Evidence(), set())
+    assert found + unresolved == expected
+
+
+def test_memory_words_in_lines_that_name_a_dependency_are_not_the_callers_own_shortage():
+    """vendra's writes fail with the cache's own refusal ("OOM command not allowed"), in lines that name the
+    cache: while nothing of the cache was read, vendra is not decisive, and the next check reads the cache."""
+    results = Results()
+    results.metric({"__name__": "http_server_errors_ratio", "service": "vendra"}, stepped(0.001, 0.3, 44))
+    results.logs("vendra", [(-3000 + i * 120, "", f"GET /v1/carts 200 in {30 + i} ms") for i in range(20)]
+                 + [(-900 + i * 60, "ERROR", f"Redis write failed [redis://tirlo:6379/0] JedisDataException: OOM "
+                                             f"command not allowed when used memory > 'maxmemory' (attempt {i})")
+                    for i in range(10)])
+    found = localise(results.items, ["vendra"])
+    assert (found.outcome, found.root, found.kind) == ("undetermined", "vendra", "resource.memory")
+    assert found.reason == "address_not_resolved"
+    assert {"service": "tirlo"} in [c.arguments for c in found.next_checks]
