@@ -11,7 +11,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from diagnosis.localisation.graph import named_in
+from diagnosis.localisation.graph import named_in, outside_hosts
 from diagnosis.localisation.levels import at_least
 from diagnosis.localisation.ranking import Candidate, starved, symptom_only
 from diagnosis.localisation.records import Evidence, service_of
@@ -61,11 +61,12 @@ _OWN_RESOURCES = ("cpu", "memory", "disk")
 
 
 def of_its_own(candidate: Candidate, evidence: Evidence) -> bool:
-    """A fault of the service itself, whatever lies below it. Short of a resource only by its own series or
-    state, or by lines that name no other service: "OOM command not allowed ... redis://cache:6379" is the
-    cache's memory, told by its caller."""
+    """A fault of the service itself, whatever lies below it. Short of a resource, or failing on a certificate,
+    only by its own series or state, or by lines that name no other service or host: "OOM command not allowed
+    ... redis://cache:6379" is the cache's memory, "https://api.example.io failed: certificate has expired"
+    that host's certificate, told by their caller."""
     kind = candidate.kind or ""
-    if kind.split(".")[0] in INTRINSIC_FAMILIES or kind == "network.tls":
+    if kind.split(".")[0] in INTRINSIC_FAMILIES:
         return True
     if kind not in INTRINSIC_KINDS:
         return False
@@ -73,7 +74,26 @@ def of_its_own(candidate: Candidate, evidence: Evidence) -> bool:
     if any(s.source == "kube" or (s.source in ("metric", "placed") and s.kind in _OWN_RESOURCES) for s in faults):
         return True
     others = evidence.services() - {candidate.service}
-    return not any(s.source == "log" and s.refs and any(named_in(s.refs[0].excerpt, evidence, others)) for s in faults)
+    return not any(s.source == "log" and s.refs and (any(named_in(s.refs[0].excerpt, evidence, others))
+                                                     or outside_hosts(s.refs[0].excerpt)) for s in faults)
+
+
+def gone_unexplained(top: Candidate, evidence: Evidence) -> bool:
+    """It went away (its series stopped, its ``up`` fell) with no line of its own or change before it saying why,
+    and no query asked for its Kubernetes state, which says why: crashed, killed, evicted, never scheduled,
+    scaled to zero."""
+    own = [s for s in top.faults if s.source not in ("named", "placed")]
+    return (bool(own) and all(s.kind == "stopped" or s.text == "up" for s in own)
+            and not (top.kind or "").startswith("change.") and top.service not in evidence.kube_asked)
+
+
+def outside_unresolved(top: Candidate, evidence: Evidence) -> list[str]:
+    """The outside hosts the top's own lines name while no query read the cluster's Services, which may declare
+    one as theirs (an ExternalName Service)."""
+    if evidence.address_book:
+        return []
+    hosts = [h for s in top.faults if s.source == "log" and s.refs for h in outside_hosts(s.refs[0].excerpt)]
+    return [h for h in dict.fromkeys(hosts) if h not in evidence.addresses]
 
 
 def unexamined_nodes(candidate: Candidate, graph, evidence: Evidence, through: list[str] = ()) -> list[str]:
@@ -121,6 +141,10 @@ def next_checks(top: Candidate, graph, evidence: Evidence) -> list[NextCheck]:
     quiet, unexamined = beyond(top, graph, evidence, {})
     nodes = _node_checks(top, graph, evidence, quiet)
     checks = nodes if starved(top) else []
+    if gone_unexplained(top, evidence):
+        checks.append(NextCheck("query_kubernetes", {"kind": "deployment", "name": top.service}, "why it went away"))
+    for host in outside_unresolved(top, evidence)[:1]:
+        checks.append(NextCheck("query_kubernetes", {"kind": "service"}, f"whether a Service of the cluster is {host}"))
     for callee in unexamined:
         if not callee.startswith("node:"):
             checks.append(NextCheck("query_logs", {"service": callee}, f"{top.service} depends on it"))
@@ -153,11 +177,11 @@ def service_in_address(address: str) -> str | None:
 
 def errors_point_below(evidence: Evidence, subject: list[str], known: set[str]) -> tuple[str, list[NextCheck]]:
     """Why "nothing wrong" cannot be said of the asked services though nothing deviates: an error line of theirs
-    (or of a dependency it names that shows nothing itself, ``QUIET_HOPS`` deep) names a service whose telemetry
-    no query returned, or an address nothing resolves. Returns the reason and the checks, or ("", [])."""
+    (or of a dependency it names that shows nothing itself, and so on down the chain) names a service whose
+    telemetry no query returned, or an address nothing resolves. Returns the reason and the checks, or ("", [])."""
     seen, examined = set(subject), evidence.examined()
     frontier = list(subject)
-    for _depth in range(QUIET_HOPS + 1):
+    while frontier:  # to the chain's end: each service once
         following = []
         for record in evidence.logs:
             if record.service not in frontier or not at_least(record.level, "ERROR"):

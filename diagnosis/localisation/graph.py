@@ -146,6 +146,12 @@ def _addresses(message: str) -> list[str]:
             if not _SOURCE_FILE.search(n) and n not in _UNSPECIFIED and n not in answered]
 
 
+def outside_hosts(message: str) -> list[str]:
+    """The hosts on the public internet a line says a call went to (the cluster may still declare one, as an
+    ExternalName Service)."""
+    return [name for name in _addresses(message) if _PUBLIC_SUFFIX.search(name)]
+
+
 def named_in(message: str, evidence: Evidence, known: set[str]) -> tuple[list[str], list[str]]:
     """The services a line names, and the addresses it names that resolve to nothing."""
     found, unresolved = [], []

@@ -19,8 +19,8 @@ from functools import partial
 from typing import Any, Iterable, Mapping
 
 from diagnosis.localisation.collector import collector_paused
-from diagnosis.localisation.below import (NextCheck, beyond, errors_point_below, next_checks, nodes_to_examine,
-                                          of_its_own)
+from diagnosis.localisation.below import (NextCheck, beyond, errors_point_below, gone_unexplained, next_checks,
+                                          nodes_to_examine, of_its_own, outside_unresolved)
 from diagnosis.localisation.graph import Edge, DependencyGraph, build_graph, named_in
 from diagnosis.localisation.kinds import GENERIC, change_kind, kind_support, word_votes
 from diagnosis.localisation.levels import WARN_OR_WORSE, at_least
@@ -316,6 +316,10 @@ def _doubt(top: Candidate, roots: list[Candidate], graph, evidence: Evidence, ca
         return "dependency_not_examined"
     if any(graph.unresolved.get(s) for s in [top.service, *quiet]) and not of_its_own(top, evidence):
         return "address_not_resolved"
+    if outside_unresolved(top, evidence) and not of_its_own(top, evidence):
+        return "address_not_resolved"  # the cluster may declare the outside host its lines name as a Service
+    if gone_unexplained(top, evidence):
+        return "state_not_examined"
     if (top.kind or "").startswith("dependency.") and top.role != top.kind:
         return "dependency_not_identified"  # its errors blame a dependency the evidence does not name
     if nodes_to_examine(top, graph, evidence, quiet):

@@ -133,6 +133,8 @@ class Evidence:
     addresses: dict[str, str] = field(default_factory=dict)  # IP, cluster DNS name or Service name -> service
     queried: list[str] = field(default_factory=list)  # the services asked of a tool, in order
     expressions: list[str] = field(default_factory=list)  # the metric queries asked (a node's series by label)
+    kube_asked: set[str] = field(default_factory=set)  # the workloads whose Kubernetes state a query asked for
+    address_book: bool = False  # whether a query read all of the cluster's Services
     empty: set[str] = field(default_factory=set)  # services a query named that returned nothing at all
     window: tuple[float, float] | None = None
     log_windows: dict[str, tuple[float, float]] = field(default_factory=dict)  # service -> span its logs cover
@@ -279,6 +281,11 @@ def read_evidence(results: Iterable[Mapping[str, Any]]) -> Evidence:
             evidence.queried.append(asked)
         if tool == "query_metrics" and isinstance(arguments.get("query"), str):
             evidence.expressions.append(arguments["query"])
+        if tool == "query_kubernetes":
+            if isinstance(asked, str) and asked:
+                evidence.kube_asked.add(asked)
+            elif str(arguments.get("kind") or "").lower() == "service":
+                evidence.address_book = True
         low, high = _window(result)
         if low is not None and high is not None and tool in ("query_logs", "query_metrics"):
             lows.append(low)

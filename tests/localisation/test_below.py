@@ -6,7 +6,7 @@ import pytest
 from diagnosis.localisation.graph import addressed_in
 from diagnosis.localisation.outcome import localise
 from diagnosis.localisation.records import Evidence
-from tests.localisation.support import Results, flat, stepped
+from tests.localisation.support import Results, flat, iso, stepped
 
 NODE, HOST_IP = "pool-b-9qk4s", "10.20.7.31"
 
@@ -103,3 +103,63 @@ def test_memory_words_in_lines_that_name_a_dependency_are_not_the_callers_own_sh
     assert (found.outcome, found.root, found.kind) == ("undetermined", "vendra", "resource.memory")
     assert found.reason == "address_not_resolved"
     assert {"service": "tirlo"} in [c.arguments for c in found.next_checks]
+
+
+def test_nothing_wrong_is_not_said_while_a_chain_of_error_lines_leads_to_a_service_no_query_examined():
+    """The asked service's errors name a dependency, whose errors name the next, and so on: three quiet hops
+    down, the last one's errors name a service nobody examined."""
+    results = Results()
+    chain = ["pravo", "sundel", "kerrit", "molvane"]
+    for service, callee in zip(chain, chain[1:] + ["tescarn"]):
+        results.logs(service, [(-3400 + i * 200, "", f"GET /v1/items 200 in {20 + i} ms") for i in range(17)]
+                     + [(-2600, "ERROR", f"POST http://{callee}:8080/v1/items failed: 503")])
+    found = localise(results.items, ["pravo"])
+    assert (found.outcome, found.reason) == ("undetermined", "address_not_resolved")
+    assert {"service": "tescarn"} in [c.arguments for c in found.next_checks]
+
+
+def _callers_of_a_service_that_went_away(state: dict | None) -> Results:
+    """baltic's calls to orrin are refused; orrin's series stop and its ``up`` falls: it went away."""
+    results = Results()
+    results.metric({"__name__": "http_server_errors_ratio", "service": "baltic"}, stepped(0.001, 0.4, 45))
+    results.logs("baltic", [(-3000 + i * 120, "", f"GET /v1/orders 200 in {30 + i} ms") for i in range(20)]
+                 + [(-880 + i * 50, "ERROR", f"dial tcp orrin:7000: connect: connection refused (attempt {i})")
+                    for i in range(14)])
+    results.metric({"__name__": "up", "service": "orrin"}, stepped(1, 0, 44, wiggle=0))
+    results.logs("orrin", [(-3400 + i * 200, "", f"served {300 + i} requests") for i in range(13)])
+    if state is not None:
+        results.kubernetes(state, "orrin")
+    return results
+
+
+def test_a_service_that_went_away_is_not_decisive_before_its_kubernetes_state_says_why():
+    found = localise(_callers_of_a_service_that_went_away(None).items, ["baltic"])
+    assert (found.outcome, found.root, found.reason) == ("undetermined", "orrin", "state_not_examined")
+    assert ("query_kubernetes", {"kind": "deployment", "name": "orrin"}) in [(c.tool, c.arguments) for c in found.next_checks]
+    pending = {"pods": [{"name": "orrin-5d8c7b9f4-k2x7q", "labels": {"app": "orrin"}, "phase": "Pending", "node": None,
+                         "containers": []}],
+               "events": [{"type": "Warning", "reason": "FailedScheduling", "object": "pod/orrin-5d8c7b9f4-k2x7q",
+                           "message": "0/5 nodes are available: 5 Insufficient cpu.", "firstTimestamp": iso(-960),
+                           "lastTimestamp": iso(-30), "count": 30}]}
+    found = localise(_callers_of_a_service_that_went_away(pending).items, ["baltic"])
+    assert (found.outcome, found.root, found.kind) == ("root_cause", "orrin", "scheduling.pending")
+
+
+def _certificate_of_an_outside_host(book: list[dict] | None) -> Results:
+    results = Results()
+    results.metric({"__name__": "http_server_errors_ratio", "service": "sivet"}, stepped(0.001, 0.3, 44))
+    results.logs("sivet", [(-3000 + i * 120, "", f"GET /v1/rates 200 in {30 + i} ms") for i in range(20)]
+                 + [(-900 + i * 50, "ERROR", 'request to https://rates.pelmor.io/v2 failed: certificate has expired '
+                                             f'(CERT_HAS_EXPIRED) attempt {i}') for i in range(12)])
+    if book is not None:
+        results._add("query_kubernetes", {"kind": "service"}, {"pods": [], "events": [], "services": book})
+    return results
+
+
+def test_a_certificate_an_outside_host_presents_is_looked_up_among_the_clusters_services_first():
+    found = localise(_certificate_of_an_outside_host(None).items, ["sivet"])
+    assert (found.outcome, found.reason) == ("undetermined", "address_not_resolved")
+    assert ("query_kubernetes", {"kind": "service"}) in [(c.tool, c.arguments) for c in found.next_checks]
+    declared = [{"name": "pelmor-rates", "type": "ExternalName", "externalName": "rates.pelmor.io"}]
+    found = localise(_certificate_of_an_outside_host(declared).items, ["sivet"])
+    assert (found.outcome, found.root, found.kind) == ("root_cause", "pelmor-rates", "network.tls")

@@ -308,3 +308,39 @@ def test_the_node_a_quiet_dependency_runs_on_is_read_once_no_lead_is_left():
     last = next_calls(Observations(everything), everything, ["fobrel"], tools, "")
     assert last[:2] == [("query_metrics", {"query": f'{{node="{NODE}"}}'}),
                         ("query_kubernetes", {"kind": "pod", "name": "quastor-0"})]
+
+
+@pytest.mark.parametrize(("question", "stated"), [
+    ("pelvo has been misbehaving for about 28 minutes. What is the root cause?", True),
+    ("Investigate pelvo: alerts started firing roughly 30 minutes ago.", True),
+    ("We got paged for pelvo, it is acting up", True),
+    ("What is the root cause of the pelvo incident?", True),
+    ("pelvo 大约 20 分钟前开始告警，根因是什么？", True),
+    ("Is pelvo healthy?", False),
+    ("How many replicas does pelvo run?", False),
+])
+def test_a_question_that_presupposes_trouble_states_a_symptom(question, stated):
+    """Only a question that states a symptom can never be answered "nothing wrong" (``build_claims``)."""
+    assert stated_symptom(question).stated is stated
+
+
+def test_a_service_both_asked_about_and_alerting_is_queried_once():
+    tools = TOOLS | {"query_kubernetes"}
+    question = "Investigate pelvo: alerts started firing roughly 16 minutes ago."
+    alerts = {"tool_name": "query_alerts", "arguments": {}, "status": "SUCCESS", "invocation_id": "inv-00000001",
+              "result": {"alerts": [{"labels": {"alertname": "HighErrorRate", "service": "pelvo", "severity": "critical"},
+                                     "annotations": {"summary": "pelvo: 5xx above objective"}, "state": "firing",
+                                     "activeAt": _at(-900)}]}}
+    calls = next_calls(Observations([alerts], question), [alerts], ["pelvo"], tools, question)
+    assert calls.count(("query_logs", {"service": "pelvo", "limit": 200})) == 1, calls
+
+
+def test_the_kubernetes_state_of_a_service_that_went_away_and_the_clusters_services_are_read_when_asked_for():
+    from tests.localisation.test_below import _callers_of_a_service_that_went_away, _certificate_of_an_outside_host
+
+    tools = TOOLS | {"query_kubernetes"}
+    gone = [dict(item, status="SUCCESS") for item in _callers_of_a_service_that_went_away(None).items]
+    assert ("query_kubernetes", {"kind": "deployment", "name": "orrin"}) in next_calls(
+        Observations(gone), gone, ["baltic"], tools, "")
+    outside = [dict(item, status="SUCCESS") for item in _certificate_of_an_outside_host(None).items]
+    assert ("query_kubernetes", {"kind": "service"}) in next_calls(Observations(outside), outside, ["sivet"], tools, "")

@@ -90,12 +90,14 @@ def test_the_planner_plans_alerts_knowledge_and_each_services_logs_and_metrics()
 
 def test_without_a_service_the_planner_starts_from_the_alerts():
     plan = json.loads(ask("planner", plan_input("Why is checkout broken?")).content)
-    assert [s["tool"] for s in plan["steps"]] == ["query_alerts", "lookup_knowledge", "query_changes"]
+    assert [s["tool"] for s in plan["steps"]] == ["query_alerts", "lookup_knowledge", "query_changes", "query_kubernetes"]
 
 
 def test_the_plan_reads_what_changed_before_the_onset_and_a_howto_plan_reads_only_runbooks():
     plan = json.loads(ask("planner", plan_input("Why is order-api failing?")).content)
     assert ("query_changes", {}) in [(s["tool"], s["arguments"]) for s in plan["steps"]]
+    # The cluster's Services: the names, addresses and outside hosts that are its own, and where their pods run.
+    assert ("query_kubernetes", {"kind": "service"}) in [(s["tool"], s["arguments"]) for s in plan["steps"]]
     howto = json.loads(ask("planner", plan_input("How do I scale order-api to more replicas?")).content)
     assert {s["tool"] for s in howto["steps"]} == {"lookup_knowledge"}
     assert any(s["arguments"]["query"] == "order-api" for s in howto["steps"])  # by the service's name too

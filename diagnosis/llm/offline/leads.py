@@ -110,8 +110,9 @@ LATENCY_SYMPTOM = re.compile(r"\bslow|latenc|\btimes? out\b|timing out|\bhang|\b
                              re.IGNORECASE)
 FAILURE_SYMPTOM = re.compile(
     r"\bfail|\berror|\bbroken|\bdown\b|\bcrash|restart|\bunavailable|\boutage|\b5\d\d\b|throwing|exception|"
-    r"\bwhat(?:'s| is) (?:wrong|going on)|\bkeeps? \w+ing\b|"
-    r"失败|报错|错误|故障|挂了|宕机|崩溃|重启|不可用|起不来|异常|出了什么问题|怎么了", re.IGNORECASE)
+    r"\bwhat(?:'s| is) (?:wrong|going on)|\bkeeps? \w+ing\b|\bmisbehav|\bacting up\b|\bnot working\b|\bdegraded\b|"
+    r"\broot cause\b|\bincident\b|\balerts? (?:\w+ )?(?:firing|fired|went off)\b|\bpaged\b|"
+    r"失败|报错|错误|故障|挂了|宕机|崩溃|重启|不可用|起不来|异常|出了什么问题|怎么了|根因|告警", re.IGNORECASE)
 HEALTH_QUESTION = re.compile(r"^\s*(?:is|are|does|do)\b.*\b(?:healthy|ok|okay|fine|wrong)\b|正常吗|健康吗|有没有问题|有问题吗",
                              re.IGNORECASE)
 

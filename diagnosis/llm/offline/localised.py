@@ -42,6 +42,7 @@ REASONS = {
     "no_baseline": "its error lines have too little history before them to tell an incident from routine",
     "node_not_examined": "it is short of a resource, and the node it runs on was not examined",
     "node_hosts_several": "the node it runs on is short of memory or CPU, and several workloads on it slowed down",
+    "state_not_examined": "it went away, and its Kubernetes state, which says why, was not examined",
 }
 
 
@@ -207,10 +208,16 @@ def follow_ups(loc: Localisation, calls: set[str], offered: set[str], limit_serv
     wanted: list[tuple[str, dict]] = []
     # An IP address names no service: the cluster's Services (their cluster IPs and endpoint pod IPs) do, and
     # the next round follows the service it resolves to.
+    # So does a host on the public internet that the cluster declares as its own (an ExternalName Service), and
+    # a service that went away: its Kubernetes state says why.
     book = ("query_kubernetes", {"kind": "service"})
     if (book[0] in offered and _canonical(*book) not in calls
-            and any(service_in_address(a) is None for s in leading for a, _ref in loc.graph.unresolved.get(s, []))):
+            and (any(service_in_address(a) is None for s in leading for a, _ref in loc.graph.unresolved.get(s, []))
+                 or any((c.tool, c.arguments) == book for c in loc.next_checks))):
         wanted.append(book)
+    wanted += [(c.tool, dict(c.arguments)) for c in loc.next_checks
+               if c.tool == "query_kubernetes" and c.arguments.get("kind") == "deployment" and c.tool in offered
+               and _canonical(c.tool, c.arguments) not in calls]
     for service in services:
         if len({a["service"] for _t, a in wanted if "service" in a}) >= limit_services:
             break
@@ -240,7 +247,7 @@ def next_calls(obs, results: list, named: list[str], offered: set[str], question
     # states no symptom ("is X healthy?"), or one whose services do deviate, is not answered with another alert.
     if (not named and not obs.queried) or (loc.outcome == "nothing_wrong" and obs.symptom.stated):
         for service in [s for s in obs.alerting_services(question) if s not in obs.queried][:1]:
-            calls += service_queries(service, offered, obs.calls)
+            calls += [q for q in service_queries(service, offered, obs.calls) if q not in calls]  # each call once
     if calls:  # the leads first: the leading candidate's Kubernetes state and the runbooks wait for the chain's end
         return calls
     top = loc.top()

@@ -107,6 +107,8 @@ def _plan(si: Mapping[str, Any]) -> Plan:
         step("query_kubernetes", {"kind": "deployment", "name": service},
              f"Kubernetes events and container states of {service}: restarts, exit codes, scheduling.")
     step("query_changes", {}, "What changed before the onset: rollouts, config and secret updates, releases.")
+    step("query_kubernetes", {"kind": "service"},
+         "The cluster's Services: which names, addresses and outside hosts are its own, and where their pods run.")
     return Plan(_goal(services, language), services, language, steps)
 
 
