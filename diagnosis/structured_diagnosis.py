@@ -24,7 +24,7 @@ from typing import Any
 
 from diagnosis.contracts import KNOWLEDGE_TOOLS
 from diagnosis.jsonpath import JsonPathError, parse
-from diagnosis.localisation.records import service_of as labels_service
+from diagnosis.localisation.records import service_of as labels_service, service_target
 from diagnosis.localisation.taxonomy import CAUSE_KIND_BY_ID, CAUSE_KINDS
 
 CLAIM_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$"
@@ -103,13 +103,16 @@ def service_name(value: Any) -> str | None:
 
 
 def record_service(tool_name: str, record: Mapping[str, Any]) -> str | None:
-    """The service of one record: its own ``service`` field, else what its labels say by the conventions the
-    localiser reads them with (``localisation.records.service_of``: a service label, else its pod's workload)."""
+    """The service of one record: its own ``service`` field, the workload a Kubernetes Service stands for
+    (``localisation.records.service_target``), else what its labels say by the conventions the localiser reads
+    them with (``localisation.records.service_of``: a service label, else its pod's workload)."""
     if tool_name in KNOWLEDGE_TOOLS:
         return None
     own = service_name(record.get("service"))
     if own:
         return own
+    if tool_name == "query_kubernetes" and record.get("name") and {"selector", "externalName", "clusterIP"} & set(record):
+        return service_name(service_target(record))  # a Service: the workload it stands for
     labels = _labels(record)
     return service_name(labels_service({str(k): v for k, v in labels.items() if isinstance(v, str)})) if labels else None
 

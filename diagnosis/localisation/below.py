@@ -87,6 +87,17 @@ def gone_unexplained(top: Candidate, evidence: Evidence) -> bool:
             and not (top.kind or "").startswith("change.") and top.service not in evidence.kube_asked)
 
 
+def seen_only_by_callers(top: Candidate, evidence: Evidence) -> bool:
+    """Known only from what its callers' lines say, while no query asked for its own series: when they say it
+    timed out or refused, that is their view, and its own series would say why (dropped packets, a cache at its
+    limit). A certificate it presented or a rate limit it answered with is its own answer."""
+    return (bool(top.faults) and all(s.source == "named" and s.kind not in PRECISE_ANSWERS for s in top.faults)
+            and top.service not in evidence.metrics_asked)
+
+
+PRECISE_ANSWERS = ("network.tls", "capacity.rate_limit")
+
+
 def outside_unresolved(top: Candidate, evidence: Evidence) -> list[str]:
     """The outside hosts the top's own lines name while no query read the cluster's Services, which may declare
     one as theirs (an ExternalName Service)."""
@@ -143,6 +154,8 @@ def next_checks(top: Candidate, graph, evidence: Evidence) -> list[NextCheck]:
     checks = nodes if starved(top) else []
     if gone_unexplained(top, evidence):
         checks.append(NextCheck("query_kubernetes", {"kind": "deployment", "name": top.service}, "why it went away"))
+    if seen_only_by_callers(top, evidence):
+        checks.append(NextCheck("query_metrics", {"service": top.service}, "only its callers' lines show it"))
     for host in outside_unresolved(top, evidence)[:1]:
         checks.append(NextCheck("query_kubernetes", {"kind": "service"}, f"whether a Service of the cluster is {host}"))
     for callee in unexamined:

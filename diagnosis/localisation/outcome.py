@@ -20,7 +20,7 @@ from typing import Any, Iterable, Mapping
 
 from diagnosis.localisation.collector import collector_paused
 from diagnosis.localisation.below import (NextCheck, beyond, errors_point_below, gone_unexplained, next_checks,
-                                          nodes_to_examine, of_its_own, outside_unresolved)
+                                          nodes_to_examine, of_its_own, outside_unresolved, seen_only_by_callers)
 from diagnosis.localisation.graph import Edge, DependencyGraph, build_graph, named_in
 from diagnosis.localisation.kinds import GENERIC, change_kind, kind_support, word_votes
 from diagnosis.localisation.levels import WARN_OR_WORSE, at_least
@@ -49,6 +49,7 @@ class Localisation:
     next_checks: list[NextCheck] = field(default_factory=list)
     context: list[Signal] = field(default_factory=list)  # changes and alerts, never a cause by themselves
     graph: DependencyGraph = field(default_factory=DependencyGraph)
+    declared: Ref | None = None  # the Service record that declares the root (what links an address to its name)
 
     def edges_from(self, services: Iterable[str]) -> list[Edge]:
         """The dependencies of these services, in the order given."""
@@ -154,6 +155,7 @@ def localise_evidence(evidence: Evidence, subject: Iterable[str] = ()) -> Locali
         result.root, result.kind, result.onset = rotated.service, "change.secret", rotated.onset
         result.path = graph.path(subject, rotated.service)
         result.outcome, result.reason, result.next_checks = "root_cause", "", []
+    result.declared = evidence.declarations.get(result.root or "")
     return result
 
 
@@ -320,6 +322,8 @@ def _doubt(top: Candidate, roots: list[Candidate], graph, evidence: Evidence, ca
         return "address_not_resolved"  # the cluster may declare the outside host its lines name as a Service
     if gone_unexplained(top, evidence):
         return "state_not_examined"
+    if seen_only_by_callers(top, evidence):
+        return "metrics_not_examined"
     if (top.kind or "").startswith("dependency.") and top.role != top.kind:
         return "dependency_not_identified"  # its errors blame a dependency the evidence does not name
     if nodes_to_examine(top, graph, evidence, quiet):

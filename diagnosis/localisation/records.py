@@ -134,7 +134,9 @@ class Evidence:
     queried: list[str] = field(default_factory=list)  # the services asked of a tool, in order
     expressions: list[str] = field(default_factory=list)  # the metric queries asked (a node's series by label)
     kube_asked: set[str] = field(default_factory=set)  # the workloads whose Kubernetes state a query asked for
+    metrics_asked: set[str] = field(default_factory=set)  # the services whose series a query asked for
     address_book: bool = False  # whether a query read all of the cluster's Services
+    declarations: dict[str, Ref] = field(default_factory=dict)  # workload -> the Service record that declares it
     empty: set[str] = field(default_factory=set)  # services a query named that returned nothing at all
     window: tuple[float, float] | None = None
     log_windows: dict[str, tuple[float, float]] = field(default_factory=dict)  # service -> span its logs cover
@@ -281,6 +283,8 @@ def read_evidence(results: Iterable[Mapping[str, Any]]) -> Evidence:
             evidence.queried.append(asked)
         if tool == "query_metrics" and isinstance(arguments.get("query"), str):
             evidence.expressions.append(arguments["query"])
+        if tool == "query_metrics" and isinstance(arguments.get("service"), str):
+            evidence.metrics_asked.add(arguments["service"])
         if tool == "query_kubernetes":
             if isinstance(asked, str) and asked:
                 evidence.kube_asked.add(asked)
@@ -401,7 +405,7 @@ def _place(evidence: Evidence, pod: Mapping[str, Any], name: str, service: str) 
 def _read_kubernetes(evidence: Evidence, inv: str, result: Mapping[str, Any]) -> int:
     """Pods, then events (their objects are named through the pods' addresses), then Services."""
     return (_read_pods(evidence, inv, result.get("pods") or []) + _read_events(evidence, inv, result.get("events") or [])
-            + _read_services(evidence, result.get("services") or []))
+            + _read_services(evidence, inv, result.get("services") or []))
 
 
 def _read_pods(evidence: Evidence, inv: str, pods: list[Any]) -> int:
@@ -477,15 +481,24 @@ def _read_events(evidence: Evidence, inv: str, events: list[Any]) -> int:
     return count
 
 
-def _read_services(evidence: Evidence, services: list[Any]) -> int:
+def service_target(service: Mapping[str, Any]) -> str:
+    """The workload a Kubernetes Service stands for: the one its selector picks, by the labels ``service_of``
+    reads, else the Service's own name (an ExternalName Service, a Service without a selector)."""
+    selector = service.get("selector") if isinstance(service.get("selector"), Mapping) else {}
+    return service_of({str(k): str(v) for k, v in selector.items()}) or str(service.get("name") or "")
+
+
+def _read_services(evidence: Evidence, inv: str, services: list[Any]) -> int:
     """The address book: each Service's names, ExternalName target, cluster IP and endpoint IPs -> its workload,
-    and the nodes its endpoints run on."""
+    and the nodes its endpoints run on. Each workload keeps the Service that declares it as a citable record
+    (``declarations``): what links a caller's line that names an address to the service it names."""
     count = 0
-    for service in services:
+    for i, service in enumerate(services):
         if not isinstance(service, Mapping) or not service.get("name"):
             continue
-        selector = service.get("selector") if isinstance(service.get("selector"), Mapping) else {}
-        target = str(selector.get("app") or selector.get("app.kubernetes.io/name") or service["name"])
+        target = service_target(service)
+        evidence.declarations.setdefault(target, Ref(inv, "query_kubernetes", f"$.services[{i}]",
+                                                     json_item("name", service["name"])))
         namespace = service.get("namespace")
         for key in _service_names(str(service["name"]), namespace):
             evidence.addresses[key] = target

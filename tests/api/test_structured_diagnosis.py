@@ -234,3 +234,32 @@ def test_a_root_named_by_its_pods_series_is_the_service_of_that_series_not_of_th
                cited_record(invocation_id="inv-2", tool_name="query_logs", result=logs, raw_path="$.records[0].message")]
     assert records[0].service == "quenmor"
     assert service_of(records, "quenmor") == "quenmor"
+
+
+def test_a_root_seen_only_through_its_callers_line_is_named_by_the_service_record_that_declares_it():
+    """The caller's line names the root by an outside host; the cluster declares that host as an ExternalName
+    Service. The root claim cites that Service record (its text verifies), and the structured root is the
+    service it declares, not the caller whose line is the other citation."""
+    from diagnosis.gatekeeper import InvocationRecord, verify_bindings
+    from diagnosis.llm.offline.localised import root_claim
+    from diagnosis.localisation.outcome import localise
+    from diagnosis.structured_diagnosis import cited_record, service_of
+    from tests.localisation.test_below import _certificate_of_an_outside_host
+
+    results = _certificate_of_an_outside_host([{"name": "pelmor-rates", "type": "ExternalName",
+                                                "externalName": "rates.pelmor.io"}])
+    found = localise(results.items, ["sivet"])
+    assert found.root == "pelmor-rates"
+    _finding, bindings = root_claim(found)
+    assert "$.services[0]" in [b["raw_path"] for b in bindings]
+    by_id = {r["invocation_id"]: r for r in results.items}
+    lookup = type("Lookup", (), {"lookup": lambda self, ids: [
+        InvocationRecord(i, "run-1", by_id[i]["tool_name"], "SUCCESS", by_id[i]["result"]) for i in ids if i in by_id]})()
+    audit = verify_bindings(executor_output={"version": "executor_evidence_v2", "claims": [
+        {"claim_id": "c1", "statement": "The certificate of pelmor-rates expired.", "evidence": bindings}]},
+        run_id="run-1", lookup=lookup)
+    assert audit.verified_binding_count == audit.total_binding_count == len(bindings)
+    records = [cited_record(invocation_id=b["source_invocation_id"], tool_name=b["tool_name"],
+                            result=by_id[b["source_invocation_id"]]["result"], raw_path=b["raw_path"]) for b in bindings]
+    assert [r.service for r in records] == ["sivet", "pelmor-rates"]
+    assert service_of(records, "pelmor-rates") == "pelmor-rates"

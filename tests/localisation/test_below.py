@@ -163,3 +163,25 @@ def test_a_certificate_an_outside_host_presents_is_looked_up_among_the_clusters_
     declared = [{"name": "pelmor-rates", "type": "ExternalName", "externalName": "rates.pelmor.io"}]
     found = localise(_certificate_of_an_outside_host(declared).items, ["sivet"])
     assert (found.outcome, found.root, found.kind) == ("root_cause", "pelmor-rates", "network.tls")
+
+
+def _timeouts_naming_a_quiet_cache(metrics_asked: bool) -> Results:
+    """dorvik's reads time out against its cache fennick, whose own lines show nothing; the timeouts are the
+    callers' view: the cache's own series would say why (packets it dropped, memory at its limit)."""
+    results = Results()
+    results.metric({"__name__": "http_server_errors_ratio", "service": "dorvik"}, stepped(0.001, 0.3, 44))
+    results.logs("dorvik", [(-3000 + i * 120, "", f"GET /v1/carts 200 in {30 + i} ms") for i in range(20)]
+                 + [(-900 + i * 50, "ERROR", f"read from redis://fennick:6379 failed: i/o timeout after 2s (attempt {i})")
+                    for i in range(12)])
+    results.logs("fennick", [(-3400 + i * 200, "", f"DB saved on disk ({i + 3} changes)") for i in range(17)])
+    if metrics_asked:
+        results.metric({"__name__": "redis_connected_clients", "service": "fennick"}, flat(40))
+    return results
+
+
+def test_a_root_seen_only_in_its_callers_timeouts_waits_for_its_own_series():
+    found = localise(_timeouts_naming_a_quiet_cache(metrics_asked=False).items, ["dorvik"])
+    assert (found.outcome, found.root, found.reason) == ("undetermined", "fennick", "metrics_not_examined")
+    assert ("query_metrics", {"service": "fennick"}) in [(c.tool, c.arguments) for c in found.next_checks]
+    found = localise(_timeouts_naming_a_quiet_cache(metrics_asked=True).items, ["dorvik"])
+    assert (found.outcome, found.root) == ("root_cause", "fennick")

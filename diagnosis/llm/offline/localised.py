@@ -43,6 +43,7 @@ REASONS = {
     "node_not_examined": "it is short of a resource, and the node it runs on was not examined",
     "node_hosts_several": "the node it runs on is short of memory or CPU, and several workloads on it slowed down",
     "state_not_examined": "it went away, and its Kubernetes state, which says why, was not examined",
+    "metrics_not_examined": "only its callers' lines show it, and its own metrics were not examined",
 }
 
 
@@ -145,6 +146,10 @@ def root_claim(loc: Localisation) -> tuple[RootCause, list[dict[str, str]]]:
     changes = loc.changes_before()
     # The records of the path and of the change keep their places: the statement names them.
     kept = [r for edge in loc.path for r in edge.refs[:1]] + [r for c in changes[-1:] for r in c.refs]
+    # A root seen only through its callers' lines (which may name it by an address) also cites the Service
+    # that declares it: the record that links the address to its name.
+    if loc.declared is not None and all(s.source in ("named", "placed") for s in top.evidence()):
+        kept.append(loc.declared)
     kept_bindings = [b for b in (binding(r) for r in dict.fromkeys(kept)) if b][:MAX_ROOT_BINDINGS // 2]
     own_bindings = [b for b in (binding(r) for r in dict.fromkeys(own) if r not in kept) if b]
     bindings = own_bindings[:MAX_ROOT_BINDINGS - len(kept_bindings)] + kept_bindings
