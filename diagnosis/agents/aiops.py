@@ -16,6 +16,7 @@ from typing import Any, Mapping
 from diagnosis.agents.runtime import question_language
 from diagnosis.graph.aiops_topology import DEFAULT_MAX_ROUNDS, Decision
 from diagnosis.llm.base import ModelInvalidOutputError
+from diagnosis.localisation.records import service_of
 from diagnosis.tools.registry import SUCCESS, ToolOutcome
 
 ROLE = "aiops"
@@ -27,7 +28,6 @@ MIN_TASK_TOOL_CALLS = 2
 REPORT_MAX_CHARS = 40_000
 ACTIVE_STATES = ("firing", "pending")
 INACTIVE_STATES = ("resolved", "inactive")
-SERVICE_LABELS = ("service", "app", "application", "app_kubernetes_io_name", "job", "container")
 SEVERITY_RANK = {"critical": 0, "page": 0, "error": 1, "high": 1, "warning": 2, "medium": 2, "info": 3, "low": 3}
 # Anything that looks like an invocation citation is checked, not only well-formed ids: a fabricated
 # `[inv-fake]` must not slip through as plain text.
@@ -50,12 +50,9 @@ def _text(value: Any, limit: int) -> str:
 
 
 def alert_service(labels: Mapping[str, str]) -> str:
-    """The service an alert is about: the first of the usual labels that is set."""
-    for name in SERVICE_LABELS:
-        value = labels.get(name)
-        if isinstance(value, str) and value.strip():
-            return value.strip()
-    return ""
+    """The service an alert is about, by the label conventions the localiser reads every record with
+    (``localisation.records.service_of``: a service or app label, else the workload of its pod, else its job)."""
+    return service_of({k: v.strip() for k, v in labels.items() if isinstance(v, str) and v.strip()}).strip()
 
 
 def alert_record(raw: Mapping[str, Any], *, alert_id: str, source: str, invocation_id: str | None = None,

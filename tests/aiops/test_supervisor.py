@@ -173,3 +173,16 @@ def test_the_citations_are_checked_again_against_the_stored_results():
     changed = InMemoryLookup([record("inv-00000001", logs_result("something else entirely happened"))])
     check = checked("The pool is exhausted [inv-00000001].", changed)
     assert check.removed[0]["reasons"] == {"inv-00000001": "excerpt_mismatch"}
+
+
+@pytest.mark.parametrize(("labels", "service"), [
+    ({"alertname": "KubePodCrashLooping", "namespace": "shop", "pod": "checkout-7d9f8c6b5-x2x9q"}, "checkout"),
+    ({"alertname": "HighErrorRate", "app.kubernetes.io/name": "payments"}, "payments"),
+    ({"alertname": "TargetDown", "job": "node-exporter", "pod": "ledger-0"}, "ledger"),
+    ({"alertname": "HighErrorRate", "service": " orders "}, "orders"),
+    ({"alertname": "Watchdog"}, ""),
+])
+def test_an_alert_is_about_the_service_its_labels_name_by_the_localisers_conventions(labels, service):
+    """One owner for service labels (``localisation.records.service_of``): a pod's workload, a dotted
+    Kubernetes label, a service label before a job."""
+    assert alert_record({"labels": labels}, alert_id="a1", source="query_alerts")["service"] == service
