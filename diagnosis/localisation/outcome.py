@@ -206,7 +206,8 @@ def _reroot(result: Localisation, server: Candidate, caller: Candidate) -> None:
     result.candidates.insert(0, caller)
 
 
-PEER_KINDS = ("network.tls", "network.refused", "network.loss", "network.timeout", "capacity.rate_limit")
+PEER_KINDS = ("network.tls", "network.refused", "network.loss", "network.timeout", "capacity.rate_limit",
+              "resource.memory")
 
 
 def named_signals(signals: list[Signal], evidence: Evidence, graph: DependencyGraph) -> list[Signal]:

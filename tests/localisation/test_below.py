@@ -92,7 +92,8 @@ def test_a_host_given_with_its_port_is_where_the_call_went(message, expected):
 
 def test_memory_words_in_lines_that_name_a_dependency_are_not_the_callers_own_shortage():
     """vendra's writes fail with the cache's own refusal ("OOM command not allowed"), in lines that name the
-    cache: while nothing of the cache was read, vendra is not decisive, and the next check reads the cache."""
+    cache: while nothing of the cache was read, vendra is not decisive, and the next check reads the cache; once
+    read, the cache is the root."""
     results = Results()
     results.metric({"__name__": "http_server_errors_ratio", "service": "vendra"}, stepped(0.001, 0.3, 44))
     results.logs("vendra", [(-3000 + i * 120, "", f"GET /v1/carts 200 in {30 + i} ms") for i in range(20)]
@@ -103,6 +104,12 @@ def test_memory_words_in_lines_that_name_a_dependency_are_not_the_callers_own_sh
     assert (found.outcome, found.root, found.kind) == ("undetermined", "vendra", "resource.memory")
     assert found.reason == "address_not_resolved"
     assert {"service": "tirlo"} in [c.arguments for c in found.next_checks]
+    # Once the cache is examined, showing nothing itself, the memory its caller's lines speak of is its own:
+    # a cache at its limit.
+    results.logs("tirlo", [(-3400 + i * 200, "", f"DB saved on disk ({i + 3} changes)") for i in range(17)])
+    results.metric({"__name__": "redis_connected_clients", "service": "tirlo"}, flat(40))
+    found = localise(results.items, ["vendra"])
+    assert (found.outcome, found.root, found.kind) == ("root_cause", "tirlo", "dependency.cache")
 
 
 def test_nothing_wrong_is_not_said_while_a_chain_of_error_lines_leads_to_a_service_no_query_examined():
