@@ -87,15 +87,15 @@ def gone_unexplained(top: Candidate, evidence: Evidence) -> bool:
             and not (top.kind or "").startswith("change.") and top.service not in evidence.kube_asked)
 
 
+PRECISE_ANSWERS = ("network.tls", "capacity.rate_limit")  # a peer's own answer, as its callers quote it
+
+
 def seen_only_by_callers(top: Candidate, evidence: Evidence) -> bool:
     """Known only from what its callers' lines say, while no query asked for its own series: when they say it
     timed out or refused, that is their view, and its own series would say why (dropped packets, a cache at its
     limit). A certificate it presented or a rate limit it answered with is its own answer."""
     return (bool(top.faults) and all(s.source == "named" and s.kind not in PRECISE_ANSWERS for s in top.faults)
             and top.service not in evidence.metrics_asked)
-
-
-PRECISE_ANSWERS = ("network.tls", "capacity.rate_limit")
 
 
 def outside_unresolved(top: Candidate, evidence: Evidence) -> list[str]:
@@ -150,8 +150,8 @@ def next_checks(top: Candidate, graph, evidence: Evidence) -> list[NextCheck]:
     """What to examine next: a starved top's node first; else the unexamined dependencies and unresolved
     addresses below it, then the nodes its quiet dependencies run on."""
     quiet, unexamined = beyond(top, graph, evidence, {})
-    nodes = _node_checks(top, graph, evidence, quiet)
-    checks = nodes if starved(top) else []
+    nodes, own_node_first = _node_checks(top, graph, evidence, quiet), starved(top)
+    checks = list(nodes) if own_node_first else []
     if gone_unexplained(top, evidence):
         checks.append(NextCheck("query_kubernetes", {"kind": "deployment", "name": top.service}, "why it went away"))
     if seen_only_by_callers(top, evidence):
@@ -172,7 +172,7 @@ def next_checks(top: Candidate, graph, evidence: Evidence) -> list[NextCheck]:
         checks.append(NextCheck("query_logs", {"service": name}, f"{top.service} calls {address}"))
         checks.append(NextCheck("query_metrics", {"service": name}, f"{top.service} calls {address}"))
         checks.append(NextCheck("query_kubernetes", {"kind": "service", "name": name}, f"which pods answer at {address}"))
-    return checks if starved(top) else checks + nodes
+    return checks if own_node_first else checks + nodes
 
 
 def _node_checks(top: Candidate, graph, evidence: Evidence, quiet: list[str]) -> list[NextCheck]:
