@@ -139,8 +139,15 @@ def test_a_stated_symptom_the_asked_service_does_not_show_is_followed_to_the_fir
                                      "annotations": {"summary": "belquist: 5xx above objective"}, "state": "firing",
                                      "activeAt": _at(-900)}]}}
     results = [alerts, quiet]
-    stated = next_calls(Observations(results, "sorvane is failing, find the cause"), results, ["sorvane"], tools,
-                        "sorvane is failing, find the cause")
+    question = "sorvane is failing, find the cause"
+    first = next_calls(Observations(results, question), results, ["sorvane"], tools, question)
+    # Its own Kubernetes state first: a container that restarts may leave no line of its own.
+    assert first == [("query_kubernetes", {"kind": "deployment", "name": "sorvane"})]
+    state = {"tool_name": "query_kubernetes", "arguments": {"kind": "deployment", "name": "sorvane"}, "status": "SUCCESS",
+             "invocation_id": "inv-00000004", "result": {"pods": [{"name": "sorvane-7d4f9c-x2k8p", "phase": "Running",
+                                                                 "restarts": 0, "ready": True}], "events": []}}
+    results = [alerts, quiet, state]
+    stated = next_calls(Observations(results, question), results, ["sorvane"], tools, question)
     assert ("query_logs", {"service": "belquist", "limit": 200}) in stated
     healthy = next_calls(Observations(results, "Is sorvane healthy?"), results, ["sorvane"], tools, "Is sorvane healthy?")
     assert not [c for c in healthy if c[1].get("service") == "belquist"]  # no symptom stated: no other alert
@@ -161,6 +168,25 @@ def test_the_leads_come_before_the_leading_candidates_kubernetes_state_and_runbo
                           metric("brasko", "http_server_errors_ratio", [0.001] * 60, inv="inv-00000006")]
     last = next_calls(Observations(examined), examined, ["vendrix"], tools, "")
     assert ("query_kubernetes", {"kind": "deployment", "name": "vendrix"}) in last  # the chain has ended
+
+
+def test_a_decisive_localisation_reads_the_runbooks_for_its_kind_before_further_leads():
+    tools = TOOLS | {"query_kubernetes"}
+    own = logs("vendrix", [(-3000 + 60 * i, "INFO", f"GET /v1/parcels 200 in {20 + i % 5} ms") for i in range(40)]
+               + [(-600 + 30 * i, "ERROR", "dial tcp brasko.tovra.svc.cluster.local:7070: i/o timeout") for i in range(12)]
+               + [(-900 + 30 * i, "ERROR", "java.lang.OutOfMemoryError: Java heap space") for i in range(12)])
+    memory = metric("vendrix", "jvm_memory_used_bytes", [1e8] * 30 + [1e8 + 3e7 * i for i in range(30)], inv="inv-00000004")
+    results = [own, memory]
+    assert localise_results(results, ["vendrix"]).decisive
+    calls = next_calls(Observations(results), results, ["vendrix"], tools, "")
+    # The advice for the fault found comes first (a run whose budget ends on the chain still has it) ...
+    assert calls[0] == ("lookup_knowledge", {"query": "vendrix memory exhaustion (leak or out-of-memory kill) remediation fix",
+                                             "top_k": 5})
+    assert ("query_logs", {"service": "brasko", "limit": 200}) in calls  # ... then the leads
+    looked = results + [{"tool_name": "lookup_knowledge", "arguments": calls[0][1], "status": "SUCCESS",
+                         "invocation_id": "inv-00000005", "result": {"results": []}}]
+    again = next_calls(Observations(looked), looked, ["vendrix"], tools, "")
+    assert not [c for c in again if c[0] == "lookup_knowledge"]  # once
 
 
 # --------------------------------------------------------------------------- durations and thresholds

@@ -243,31 +243,55 @@ def next_calls(obs, results: list, named: list[str], offered: set[str], question
     candidate and runbooks for the kind of fault."""
     loc = localise_results(results, named)
     calls = follow_ups(loc, obs.calls, offered, MAX_FOLLOW_UP_SERVICES)
+    runbooks = _runbooks_for_kind(loc, obs, named, offered, question)
+    if runbooks is not None and loc.decisive:  # the advice for a decided fault comes before further leads
+        calls.insert(0, runbooks)
+        runbooks = None
     for service in named:  # an asked service the first round could not query by name (read from the evidence since)
         if service not in obs.queried:
             calls[:0] = [q for q in service_queries(service, offered, obs.calls) if q not in calls]
-    # The services the alerts are about: where to look when no service is named, and when the question states a
-    # symptom that the asked services' telemetry does not show at all: the firing service nobody examined yet (a
-    # caller's alert is often the first sign of a root whose own telemetry shows it only faintly). A question that
-    # states no symptom ("is X healthy?"), or one whose services do deviate, is not answered with another alert.
-    if (not named and not obs.queried) or (loc.outcome == "nothing_wrong" and obs.symptom.stated):
+    # When the asked service's telemetry shows nothing (or there is none), its own Kubernetes state comes first:
+    # a container that restarts or never starts may leave no line and no series. Then the services the alerts
+    # are about: where to look when no service is named, and when the question states a symptom that the asked
+    # services' telemetry does not show at all: the firing service nobody examined yet (a caller's alert is often
+    # the first sign of a root whose own telemetry shows it only faintly). A question that states no symptom
+    # ("is X healthy?"), or one whose services do deviate, is not answered with another alert.
+    unexplained = loc.outcome == "nothing_wrong" and obs.symptom.stated
+    quiet = loc.outcome in ("nothing_wrong", "no_data")
+    own_state = _state_call(named[0], offered, obs.calls) if quiet and named else None
+    if own_state is not None:
+        calls.append(own_state)
+    elif (not named and not obs.queried) or unexplained:
         for service in [s for s in obs.alerting_services(question) if s not in obs.queried][:1]:
             calls += [q for q in service_queries(service, offered, obs.calls) if q not in calls]  # each call once
     if calls:  # the leads first: the leading candidate's Kubernetes state and the runbooks wait for the chain's end
         return calls
     top = loc.top()
-    if top is not None and not top.service.startswith("node:") and "query_kubernetes" in offered:
-        args = {"kind": "deployment", "name": top.service}
-        if _canonical("query_kubernetes", args) not in obs.calls and not any(t == "query_kubernetes" for t, _ in calls):
-            calls.append(("query_kubernetes", args))
-    lookups = sum(1 for call in obs.calls if call.startswith("lookup_knowledge:"))
-    if loc.kind and lookups < 2 and "lookup_knowledge" in offered:
-        action = "处置 处理 建议" if question_language(question) == "zh" else "remediation fix"
-        terms = " ".join(dict.fromkeys([loc.root or (named[:1] or [""])[0], kind_label(loc.kind), action])).strip()
-        args = {"query": terms, "top_k": KNOWLEDGE_TOP_K + 2}
-        if _canonical("lookup_knowledge", args) not in obs.calls:
-            calls.append(("lookup_knowledge", args))
+    state = _state_call(top.service, offered, obs.calls) if top is not None else None
+    if state is not None:
+        calls.append(state)
+    if runbooks is not None:
+        calls.append(runbooks)
     return calls
+
+
+def _state_call(service: str, offered: set[str], calls: set[str]) -> tuple[str, dict] | None:
+    """A workload's Kubernetes state (its pods, restarts, events), unless read already; a node has none."""
+    args = {"kind": "deployment", "name": service}
+    if service.startswith("node:") or "query_kubernetes" not in offered or _canonical("query_kubernetes", args) in calls:
+        return None
+    return "query_kubernetes", args
+
+
+def _runbooks_for_kind(loc: Localisation, obs, named: list[str], offered: set[str], question: str):
+    """The runbook lookup for the kind of fault found (its advice), unless made already or two were made."""
+    lookups = sum(1 for call in obs.calls if call.startswith("lookup_knowledge:"))
+    if not loc.kind or lookups >= 2 or "lookup_knowledge" not in offered:
+        return None
+    action = "处置 处理 建议" if question_language(question) == "zh" else "remediation fix"
+    terms = " ".join(dict.fromkeys([loc.root or (named[:1] or [""])[0], kind_label(loc.kind), action])).strip()
+    args = {"query": terms, "top_k": KNOWLEDGE_TOP_K + 2}
+    return None if _canonical("lookup_knowledge", args) in obs.calls else ("lookup_knowledge", args)
 
 
 def build_claims(obs, loc: Localisation, book, language: str, stated_symptom: bool) -> str:

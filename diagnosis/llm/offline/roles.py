@@ -98,14 +98,17 @@ def _plan(si: Mapping[str, Any]) -> Plan:
             step("lookup_knowledge", {"query": " ".join(services)[:500], "top_k": KNOWLEDGE_TOP_K},
                  "Runbooks that name the asked service.")
         return Plan(_goal(services, language), services, language, steps)
+    # The first round reads what localises: the alerts, the asked services' telemetry, the changes and the
+    # cluster's Services. The runbooks wait for the kind of fault (`localised.next_calls`), and a service's
+    # Kubernetes state for the localiser to ask for it, unless no service is named: then the runbooks retrieved
+    # for the question help tell which firing service it is about.
     step("query_alerts", {}, "Active alerts: which services are firing and since when.")
-    step("lookup_knowledge", {"query": question[:500], "top_k": KNOWLEDGE_TOP_K}, "Runbooks and past cases for this question.")
+    if not services:
+        step("lookup_knowledge", {"query": question[:500], "top_k": KNOWLEDGE_TOP_K},
+             "Runbooks and past cases for this question: which service it is about.")
     for service in services:
         step("query_logs", {"service": service, "limit": LOG_LIMIT}, f"Recent log lines of {service}: errors, warnings, changes.")
         step("query_metrics", {"service": service}, f"Metric series of {service} against their baselines.")
-    for service in services[:1]:
-        step("query_kubernetes", {"kind": "deployment", "name": service},
-             f"Kubernetes events and container states of {service}: restarts, exit codes, scheduling.")
     step("query_changes", {}, "What changed before the onset: rollouts, config and secret updates, releases.")
     step("query_kubernetes", {"kind": "service"},
          "The cluster's Services: which names, addresses and outside hosts are its own, and where their pods run.")
