@@ -22,7 +22,7 @@ from collections import defaultdict, deque
 from dataclasses import dataclass, field
 
 from diagnosis.localisation.levels import WARN_OR_WORSE
-from diagnosis.localisation.records import Evidence, Ref
+from diagnosis.localisation.records import Evidence, Ref, service_of
 
 _URL_HOST = re.compile(r"\b[a-z][a-z0-9+.-]*:(?:[a-z0-9+.-]+:)?//(?:[^@/\s\"']+@)?([A-Za-z0-9_.-]+)", re.I)
 _HOST_PORT = re.compile(r"(?<![\w.:/-])([A-Za-z][A-Za-z0-9_-]*(?:\.[A-Za-z0-9_-]+)*):(\d{2,5})\b")
@@ -60,7 +60,7 @@ _CALLER_CALLEE = (("source_workload", "destination_workload"), ("deployment", "d
 class Edge:
     caller: str
     callee: str
-    via: str  # metric | log | trace | placement | topology
+    via: str  # metric | log | trace | placement | topology | client
     refs: list[Ref] = field(default_factory=list)
 
 
@@ -182,6 +182,37 @@ def addressed_in(message: str, evidence: Evidence, known: set[str]) -> tuple[lis
         if target or not _PUBLIC_SUFFIX.search(name):
             (found if target else unresolved).append(target or name)
     return list(dict.fromkeys(found)), unresolved
+
+
+# The peer of a connection a server's own line records: ``(10.0.3.7:51009 -> 10.0.9.2:5672)`` (RabbitMQ,
+# Envoy and most access logs write the client first), or an address with an ephemeral port.
+_ARROW_PEER = re.compile(r"(?<![\d.])(\d{1,3}(?:\.\d{1,3}){3})[:(]\d{1,5}\)?\s*-+>\s*\d{1,3}(?:\.\d{1,3}){3}")
+MAX_CLIENTS = 8
+_GROUP_LABELS = ("consumergroup", "consumer_group", "group", "consumer", "consumer_name", "durable_name")
+
+
+def clients_of(service: str, evidence: Evidence) -> list[tuple[str, Ref]]:
+    """The services whose connections the service's own lines record, by the peer address the cluster's
+    Services resolve (an endpoint pod IP): who holds a session with it. For a broker, its consumers
+    (and producers) among them; the graph's edges keep the direction of calls, so these are read only when
+    a candidate's trouble is what its clients should drain (``ranking.backlog_only``)."""
+    found: dict[str, Ref] = {}
+    known = evidence.services() | set(evidence.queried) | set(evidence.declarations)
+    for series in evidence.series:  # a consumer group named after its service (Kafka's ``consumergroup``)
+        group = next((series.labels[k] for k in _GROUP_LABELS if series.labels.get(k)), None)
+        client = resolve(group, evidence, known) if group and service_of(series.labels) == service else None
+        if client and client != service and client not in found and len(found) < MAX_CLIENTS:
+            found[client] = series.ref
+    for record in evidence.logs:
+        if record.service != service or len(found) >= MAX_CLIENTS:
+            continue
+        peers = [m.group(1) for m in _ARROW_PEER.finditer(record.message)]
+        peers += [m.group(1) for m in _CLIENT_PORT.finditer(record.message) if int(m.group(2)) >= EPHEMERAL_FROM]
+        for ip in peers:
+            client = evidence.addresses.get(ip)
+            if client and client != service and client not in found:
+                found[client] = record.ref
+    return list(found.items())
 
 
 def _may_name_address(text: str) -> bool:

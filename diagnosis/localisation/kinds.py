@@ -57,8 +57,12 @@ _WORDS: tuple[tuple[str, str, float], ...] = (
     # A parser's "line 1 column 5" is a position in a text, not a table's column: only a column missing counts.
     ("data.schema", r"no such (?:table|column)|doesn't exist|does not exist|schema|migration|undefined (?:table|column)|"
                     r"unknown column|relation \S+ does not exist|missing field", 2.5),
+    # A message its consumer cannot read, as parsers word it (V8's JSON.parse "in JSON at position", Go's
+    # encoding/json "looking for beginning of value", Jackson's JsonParseException), and the broker handing it
+    # back again and again (redelivered, requeued).
     ("data.poison_message", r"deserializ|unmarshal|malformed|cannot (?:parse|decode)|[a-z]*decod(?:e|ing) ?error|unparseable|poison|"
-                            r"dead[- ]letter|dlq|invalid (?:json|payload|message|record)", 2.5),
+                            r"dead[- ]letter|dlq|invalid (?:json|payload|message|record)|in json at position|"
+                            r"looking for beginning of value|json ?parse ?exception|redeliver|requeu", 2.5),
     ("capacity.rate_limit", r"限流|rate ?limit|too many requests|429(?!\d)|throttl|slow down|request limit", 3.0),
     ("capacity.quota", r"配额|quota|limit exceeded|exceeded (?:the )?limit|resourceexhausted|insufficient quota", 3.0),
     ("scheduling.pending", r"failedscheduling|unschedulable|insufficient (?:cpu|memory)|pending|"

@@ -21,10 +21,10 @@ from typing import Any, Iterable, Mapping
 from diagnosis.localisation.collector import collector_paused
 from diagnosis.localisation.below import (NextCheck, beyond, errors_point_below, gone_unexplained, next_checks,
                                           nodes_to_examine, of_its_own, outside_unresolved, seen_only_by_callers)
-from diagnosis.localisation.graph import Edge, DependencyGraph, build_graph, named_in
+from diagnosis.localisation.graph import Edge, DependencyGraph, build_graph, clients_of, named_in
 from diagnosis.localisation.kinds import GENERIC, change_kind, kind_support, word_votes
 from diagnosis.localisation.levels import WARN_OR_WORSE, at_least
-from diagnosis.localisation.ranking import (TOLERANCE_S, Candidate, busy_only, cause_kind, candidates_of, explain, rank,
+from diagnosis.localisation.ranking import (TOLERANCE_S, Candidate, backlog_only, busy_only, cause_kind, candidates_of, explain, rank,
                                            starved, symptom_only)
 from diagnosis.localisation.records import Evidence, Ref, read_evidence
 from diagnosis.localisation.log_rates import MIN_BASELINE_S
@@ -114,6 +114,10 @@ def localise_evidence(evidence: Evidence, subject: Iterable[str] = ()) -> Locali
     signals += named_signals(signals, evidence, graph)
     signals += placed_signals(signals, graph)
     candidates = candidates_of(signals)
+    for candidate in candidates.values():  # a backlog waits on whoever should drain it: its clients
+        if backlog_only(candidate):
+            for client, ref in clients_of(candidate.service, evidence):
+                graph.add(candidate.service, client, "client", ref)
     explain(candidates, graph)
     ranked = rank(candidates)
     names = known | set(evidence.queried) | set(evidence.addresses) | graph.nodes

@@ -90,6 +90,21 @@ def starved(candidate: Candidate) -> bool:
                for s in candidate.faults)
 
 
+# A gauge of messages waiting to be consumed: RabbitMQ's ``rabbitmq_queue_messages_ready`` and ``_unacked``,
+# Kafka's ``kafka_consumergroup_lag``, NATS's ``nats_consumer_num_pending``, SQS's
+# ``approximate_number_of_messages_visible``, a Redis stream's length. Not a server's own request queue.
+_BACKLOG = re.compile(r"(?=.*(?:message|msgs|consumer|stream|topic|partition))"
+                      r"(?=.*(?:ready|unack|visible|pending|waiting|lag|backlog|depth|length|outstanding))", re.I)
+
+
+def backlog_only(candidate: Candidate) -> bool:
+    """All it shows is messages piling up for its consumers to take (a broker's queue, a consumer group's lag):
+    what drains them is its clients, not what it calls."""
+    metrics = [s for s in candidate.faults if s.source == "metric"]
+    return bool(metrics) and all(s.source in ("metric", "alert") for s in candidate.faults) \
+        and all(s.kind == "saturation" and _BACKLOG.match(s.text) for s in metrics)
+
+
 def busy_only(candidate: Candidate) -> bool:
     """Busier, not broken: all it shows is its own CPU use rising, below any ceiling it has, with nothing
     slower, failing, throttled or starved. Load alone (a traffic spike, a batch run) is not a fault."""

@@ -43,7 +43,9 @@ class Signal:
 _CPU = re.compile(r"cpu|throttl", re.I)
 _MEMORY = re.compile(r"mem|heap|rss|working_set|oom", re.I)
 _DISK = re.compile(r"disk|filesystem|_fs_|volume|inode|storage", re.I)
-_LATENCY = re.compile(r"latency|duration|response_time|_time_|_seconds$|_milliseconds$|_ms$|_us$|delay|rtt", re.I)
+# Envoy's ``rq_time`` and nginx's ``request_time`` are request durations in their units.
+_LATENCY = re.compile(r"latency|duration|response_time|rq_time|request_time|_time_|_seconds$|_milliseconds$|_ms$|_us$|"
+                      r"delay|rtt", re.I)
 _ERRORS = re.compile(r"error|fail|exception|fault|5xx|reject|dropped|timeouts?(?:_total)?$", re.I)
 _SATURATION = re.compile(r"pool|pending|queue|waiting|inflight|in_flight|active|connections?|threads?|backlog|lag|"
                          r"utili[sz]ation|saturat|usage|busy|used|conns|clients|sessions|stat_activity|depth|open_fds", re.I)

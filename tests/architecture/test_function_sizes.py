@@ -20,7 +20,6 @@ LONG_REASON = "Why it is long:"
 # the renderer, the localiser, the read side, the tool backends), each with its length today. Remove an
 # entry when its function is split; give it a "Why it is long:" line when its module is next changed.
 LONG_PENDING = {
-    "diagnosis/llm/offline/observations.py:Observations.__init__": 61,
 }
 
 

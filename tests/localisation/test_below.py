@@ -21,10 +21,15 @@ def _pool_caller_and_a_quiet_database() -> Results:
     results.logs("fobrel", [(-3000 + i * 120, "", f"GET /v1/items 200 in {40 + i} ms") for i in range(20)]
                  + [(-900 + i * 50, "ERROR", f"connection pool exhausted: {i + 30} requests waiting for a connection "
                                              f"to postgres://quastor:5432/items") for i in range(8)])
-    results._add("query_kubernetes", {"kind": "service"}, {"pods": [], "events": [], "services": [
-        {"name": "quastor", "clusterIP": "10.96.4.12", "selector": {"app": "quastor"},
-         "endpoints": [{"ip": "10.244.3.9", "pod": "quastor-0", "node": NODE, "ready": True}]}]})
+    _on_the_node(results, "quastor", "10.96.4.12", "10.244.3.9")
     return results
+
+
+def _on_the_node(results: Results, service: str, cluster_ip: str, pod_ip: str) -> None:
+    """The Services book: ``service`` with one endpoint, its pod ``<service>-0`` on ``NODE``."""
+    results._add("query_kubernetes", {"kind": "service"}, {"pods": [], "events": [], "services": [
+        {"name": service, "clusterIP": cluster_ip, "selector": {"app": service},
+         "endpoints": [{"ip": pod_ip, "pod": f"{service}-0", "node": NODE, "ready": True}]}]})
 
 
 def test_a_pool_caller_is_not_decisive_while_the_node_of_the_quiet_dependency_it_waits_on_is_unexamined():
@@ -49,13 +54,18 @@ def test_a_node_every_way_to_read_showed_nothing_for_leaves_the_pool_caller_deci
     assert (found.outcome, found.root, found.kind) == ("root_cause", "fobrel", "resource.pool")
 
 
+def _node_short_of_memory(results: Results, service: str, pod_ip: str, at: int) -> None:
+    """The pod of ``service`` gives its node's IP; node exporter's series of that IP fall short of memory at ``at``."""
+    results.kubernetes({"pods": [{"name": f"{service}-0", "labels": {"app": service}, "node": NODE, "hostIP": HOST_IP,
+                                  "podIP": pod_ip, "containers": []}], "events": []}, f"{service}-0")
+    results.metric({"__name__": "node_memory_MemAvailable_bytes", "instance": f"{HOST_IP}:9100"}, stepped(8e9, 2e8, at))
+    results.metric({"__name__": "node_pressure_memory_waiting_seconds_total", "instance": f"{HOST_IP}:9100"},
+                   [i * 0.2 if i < at else at * 0.2 + (i - at) * 40 for i in range(60)])
+
+
 def test_the_quiet_dependency_is_the_root_once_its_node_shows_memory_pressure():
     results = _pool_caller_and_a_quiet_database()
-    results.kubernetes({"pods": [{"name": "quastor-0", "labels": {"app": "quastor"}, "node": NODE, "hostIP": HOST_IP,
-                                  "podIP": "10.244.3.9", "containers": []}], "events": []}, "quastor-0")
-    results.metric({"__name__": "node_memory_MemAvailable_bytes", "instance": f"{HOST_IP}:9100"}, stepped(8e9, 2e8, 42))
-    results.metric({"__name__": "node_pressure_memory_waiting_seconds_total", "instance": f"{HOST_IP}:9100"},
-                   [i * 0.2 if i < 42 else 42 * 0.2 + (i - 42) * 40 for i in range(60)])
+    _node_short_of_memory(results, "quastor", "10.244.3.9", at=42)
     found = localise(results.items, ["fobrel"])
     assert (found.outcome, found.root, found.kind) == ("root_cause", "quastor", "scheduling.node_pressure")
     assert found.top().explains == ["fobrel"]
@@ -192,3 +202,28 @@ def test_a_root_seen_only_in_its_callers_timeouts_waits_for_its_own_series():
     assert ("query_metrics", {"service": "fennick"}) in [(c.tool, c.arguments) for c in found.next_checks]
     found = localise(_timeouts_naming_a_quiet_cache(metrics_asked=True).items, ["dorvik"])
     assert (found.outcome, found.root) == ("root_cause", "fennick")
+
+
+def _a_lone_slow_workload() -> Results:
+    """ravnik answers slower (Envoy's request time), with nothing of its own that says why; the Services say on
+    which node its pod runs."""
+    results = Results()
+    results.metric({"__name__": "envoy_http_downstream_rq_time", "service": "ravnik"}, stepped(40, 900, 40))
+    results.logs("ravnik", [(-3400 + i * 150, "", f"GET /v1/routes 200 in {40 + i % 7} ms") for i in range(20)])
+    _on_the_node(results, "ravnik", "10.96.4.20", "10.244.3.21")
+    return results
+
+
+def test_a_workload_that_is_only_slower_waits_for_the_node_it_runs_on():
+    found = localise(_a_lone_slow_workload().items, ["ravnik"])
+    assert found.top().faults[0].kind == "latency"  # Envoy's rq_time is a request duration
+    assert (found.outcome, found.reason, found.root) == ("undetermined", "node_not_examined", "ravnik")
+    assert ("query_metrics", {"query": f'{{node="{NODE}"}}'}) in [(c.tool, c.arguments) for c in found.next_checks]
+
+
+def test_the_slow_workload_s_node_short_of_memory_names_the_kind():
+    results = _a_lone_slow_workload()
+    results._add("query_metrics", {"query": f'{{node="{NODE}"}}'}, {"series": []})
+    _node_short_of_memory(results, "ravnik", "10.244.3.21", at=38)
+    found = localise(results.items, ["ravnik"])
+    assert (found.outcome, found.root, found.kind) == ("root_cause", "ravnik", "scheduling.node_pressure")

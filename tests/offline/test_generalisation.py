@@ -131,6 +131,16 @@ def test_a_plain_name_in_the_question_is_read_once_the_evidence_knows_a_service_
     assert obs.services_named_in("Please diagnose the cache.") == []  # a word no record knows is no service
 
 
+def test_a_plain_name_the_cluster_declares_as_a_service_is_read_from_the_question():
+    book = {"tool_name": "query_kubernetes", "arguments": {"kind": "service"}, "status": "SUCCESS",
+            "invocation_id": "inv-00000009", "result": {"pods": [], "events": [], "services": [
+                {"name": "matrax", "clusterIP": "10.96.3.4", "selector": {"app": "matrax"}, "endpoints": []}]}}
+    assert Observations([]).services_named_in("matrax has been misbehaving. What is the root cause?") == []
+    obs = Observations([book])
+    assert obs.services_named_in("matrax has been misbehaving. What is the root cause?") == ["matrax"]
+    assert obs.services_named_in("Is the matrix healthy?") == []
+
+
 def test_a_stated_symptom_the_asked_service_does_not_show_is_followed_to_the_firing_alert():
     tools = TOOLS | {"query_kubernetes"}
     quiet = logs("sorvane", [(-3000 + 60 * i, "INFO", f"GET /v1/carts 200 in {20 + i % 5} ms") for i in range(40)])

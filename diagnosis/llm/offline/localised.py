@@ -243,10 +243,6 @@ def next_calls(obs, results: list, named: list[str], offered: set[str], question
     candidate and runbooks for the kind of fault."""
     loc = localise_results(results, named)
     calls = follow_ups(loc, obs.calls, offered, MAX_FOLLOW_UP_SERVICES)
-    runbooks = _runbooks_for_kind(loc, obs, named, offered, question)
-    if runbooks is not None and loc.decisive:  # the advice for a decided fault comes before further leads
-        calls.insert(0, runbooks)
-        runbooks = None
     for service in named:  # an asked service the first round could not query by name (read from the evidence since)
         if service not in obs.queried:
             calls[:0] = [q for q in service_queries(service, offered, obs.calls) if q not in calls]
@@ -264,15 +260,14 @@ def next_calls(obs, results: list, named: list[str], offered: set[str], question
     elif (not named and not obs.queried) or unexplained:
         for service in [s for s in obs.alerting_services(question) if s not in obs.queried][:1]:
             calls += [q for q in service_queries(service, offered, obs.calls) if q not in calls]  # each call once
-    if calls:  # the leads first: the leading candidate's Kubernetes state and the runbooks wait for the chain's end
-        return calls
+    runbooks = _runbooks_for_kind(loc, obs, named, offered, question)
+    if calls:  # the leads first: the leading candidate's Kubernetes state waits for the chain's end, and so do the
+        # runbooks, unless the fault is decided: its advice then comes first (a run whose budget ends on the chain
+        # still has it)
+        return [runbooks, *calls] if runbooks is not None and loc.decisive else calls
     top = loc.top()
     state = _state_call(top.service, offered, obs.calls) if top is not None else None
-    if state is not None:
-        calls.append(state)
-    if runbooks is not None:
-        calls.append(runbooks)
-    return calls
+    return [call for call in (state, runbooks) if call is not None]
 
 
 def _state_call(service: str, offered: set[str], calls: set[str]) -> tuple[str, dict] | None:

@@ -26,6 +26,7 @@ class Observations:
         self.suspicious: Counter = Counter()
         self.queried: list[str] = []  # services asked for by name, in order
         self.calls: set[str] = set()
+        self.declared: dict[str, None] = {}  # the names of the cluster's Services, in order
         seen_lines, seen_series, seen_alerts = set(), set(), set()
         for item in tool_results or ():
             tool, args = item.get("tool_name"), item.get("arguments") or {}
@@ -55,28 +56,37 @@ class Observations:
             elif tool == "query_metrics":
                 self._add_series(inv, result, seen_series)
             elif tool == "query_kubernetes":
-                self.lines += kubernetes_lines(inv, result, seen_lines)
+                self._add_kubernetes(inv, result, seen_lines)
             elif tool == "query_alerts":
-                for k, raw in enumerate(result.get("alerts") or []):
-                    if not isinstance(raw, Mapping):
-                        continue
-                    labels = {str(a): str(b) for a, b in (raw.get("labels") or {}).items()}
-                    notes = raw.get("annotations") or {}
-                    summary = notes.get("summary")
-                    key = (labels.get("alertname"), labels.get("service"), summary)
-                    if key in seen_alerts or not isinstance(summary, str) or _suspicious(summary):
-                        continue
-                    seen_alerts.add(key)
-                    self.alerts.append(Alert(inv, k, labels, summary, str(notes.get("description", "")),
-                                             str(raw.get("state", "firing")), str(raw.get("activeAt", ""))))
+                self._add_alerts(inv, result, seen_alerts)
             elif tool == "lookup_knowledge":
-                for i, raw in enumerate(result.get("results") or []):
-                    if isinstance(raw, Mapping) and isinstance(raw.get("content"), str):
-                        self.knowledge.append(KnowledgeChunk(inv, i, str(raw.get("title", "")), str(raw.get("path", "")),
-                                                             raw["content"], str(raw.get("source_type", "runbook"))))
+                self.knowledge += [KnowledgeChunk(inv, i, str(raw.get("title", "")), str(raw.get("path", "")),
+                                                  raw["content"], str(raw.get("source_type", "runbook")))
+                                   for i, raw in enumerate(result.get("results") or [])
+                                   if isinstance(raw, Mapping) and isinstance(raw.get("content"), str)]
         pair_limits(self.series)
         self.profiles: dict[str, Profile] = {}
         self._build_profiles()
+
+    def _add_alerts(self, inv: str, result: Mapping[str, Any], seen: set) -> None:
+        for k, raw in enumerate(result.get("alerts") or []):
+            if not isinstance(raw, Mapping):
+                continue
+            labels = {str(a): str(b) for a, b in (raw.get("labels") or {}).items()}
+            notes = raw.get("annotations") or {}
+            summary = notes.get("summary")
+            key = (labels.get("alertname"), labels.get("service"), summary)
+            if key in seen or not isinstance(summary, str) or _suspicious(summary):
+                continue
+            seen.add(key)
+            self.alerts.append(Alert(inv, k, labels, summary, str(notes.get("description", "")),
+                                     str(raw.get("state", "firing")), str(raw.get("activeAt", ""))))
+
+    def _add_kubernetes(self, inv: str, result: Mapping[str, Any], seen: set) -> None:
+        """Events and container states as lines; the names of the cluster's Services as services it declares."""
+        self.lines += kubernetes_lines(inv, result, seen)
+        self.declared.update(dict.fromkeys(str(s["name"]) for s in result.get("services") or ()
+                                           if isinstance(s, Mapping) and isinstance(s.get("name"), str)))
 
     def _add_series(self, inv: str, result: Mapping[str, Any], seen: set) -> None:
         for i, raw in enumerate(result.get("series") or []):
@@ -129,13 +139,15 @@ class Observations:
         return list(dict.fromkeys(a.service for a in ranked))
 
     def services_named_in(self, question: str) -> list[str]:
-        """The services this run's evidence knows (alerts, logs, series, hosts its errors name) that the question
-        names as a whole word, in the question's order: a name without a hyphen ("checkout", "payments") is read
-        only when the evidence has a service of that name, never guessed from the wording."""
+        """The services this run's evidence knows (alerts, logs, series, hosts its errors name, the cluster's
+        Services) that the question names as a whole word, in the question's order: a name without a hyphen
+        ("checkout", "payments") is read only when the evidence has a service of that name, never guessed from
+        the wording."""
         text = question or ""
         found = []
-        # The services the evidence knows: its own records' services, and the hosts their warnings and errors name.
-        known = dict.fromkeys(self.profiles)
+        # The services the evidence knows: its own records' services, the Services the cluster declares, and the
+        # hosts their warnings and errors name.
+        known = dict.fromkeys(self.profiles) | self.declared
         for line in self.lines:
             if line.level in ("WARN", "WARNING", "ERROR", "FATAL", "CRITICAL"):
                 known.update(dict.fromkeys(lead.service for lead in leads_in(line.message, line.service)))
