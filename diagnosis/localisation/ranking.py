@@ -313,6 +313,10 @@ def cause_kind(candidate: Candidate, context: list[Signal], caller_lines: list[s
         votes.pop(role, None)
     elif role and (not votes or max(votes, key=votes.get) in GENERIC | _ROLE_SHOWS):
         votes[role] += max(votes.values(), default=0) + ROLE_VOTE
+    elif role and max(votes, key=votes.get) == role:
+        # What it says of itself ("lock wait timeout", "slow query") and what the evidence declares it to be
+        # (its exporter, its scheme) agree: the datastore itself is the dependency that failed.
+        votes[role] += ROLE_VOTE
     specific = [k for k in votes if k not in GENERIC]
     if specific and max(votes[k] for k in specific) >= 1.0:
         # "Timed out" and "refused" are how most faults look from a caller: a specific kind the same

@@ -594,3 +594,16 @@ def test_a_container_killed_at_its_memory_limit_is_cited_by_records_long_enough_
         {"claim_id": "c1", "statement": "The container was killed at its memory limit.", "evidence": bindings}]},
         run_id="run-1", lookup=lookup)
     assert audit.verified_binding_count == audit.total_binding_count == len(bindings)
+
+
+def test_a_database_asked_about_that_says_what_waits_is_named_by_what_it_is():
+    """Its exporter declares a MySQL server; its own warnings say lock waits time out. Either alone is one
+    passing word; together they name the kind."""
+    results = Results()
+    results.metric({"__name__": "mysql_global_status_innodb_row_lock_waits", "service": "tolvar"}, stepped(3, 6, 40))
+    results.logs("tolvar", [(-3400 + i * 150, "", f"[Note] [MY-010914] [Server] Aborted connection {900 + i} to db") for i in range(20)]
+                 + [(-1100 + i * 90, "WARN", "[Warning] [MY-012345] [Server] InnoDB: Lock wait timeout exceeded; "
+                                             "try restarting transaction (table `orders`)") for i in range(4)])
+    found = localise(results.items, ["tolvar"])
+    assert found.top().role == "dependency.database"
+    assert (found.outcome, found.root, found.kind) == ("root_cause", "tolvar", "dependency.database")
