@@ -392,9 +392,21 @@ def _read_alerts(evidence: Evidence, inv: str, result: Mapping[str, Any]) -> int
     return len(result.get("alerts") or [])
 
 
+# EC2's private DNS names, which EKS and kops give their nodes, spell the node's IP: ip-10-20-7-31.ec2.internal.
+_EC2_NODE_NAME = re.compile(r"ip-(\d{1,3})-(\d{1,3})-(\d{1,3})-(\d{1,3})(?:\.|$)")
+
+
+def _placed(evidence: Evidence, placement: Placement) -> None:
+    """A placement; a node named by its IP (EC2's names) also says which IP node exporter labels it by."""
+    evidence.placements.append(placement)
+    spelled = _EC2_NODE_NAME.match(placement.node or "")
+    if spelled:
+        evidence.node_names.setdefault(".".join(spelled.groups()), str(placement.node))
+
+
 def _place(evidence: Evidence, pod: Mapping[str, Any], name: str, service: str) -> None:
     """Where a pod runs and the addresses that stand for its service: its name, its IP, and its node's IP."""
-    evidence.placements.append(Placement(service, name, pod.get("node"), pod.get("podIP")))
+    _placed(evidence, Placement(service, name, pod.get("node"), pod.get("podIP")))
     if pod.get("podIP"):
         evidence.addresses[str(pod["podIP"])] = service
     if pod.get("hostIP") and pod.get("node"):
@@ -511,8 +523,8 @@ def _read_services(evidence: Evidence, inv: str, services: list[Any]) -> int:
             if isinstance(endpoint, Mapping) and endpoint.get("ip"):
                 evidence.addresses[str(endpoint["ip"])] = target
                 if endpoint.get("node"):  # an EndpointSlice says on which node each endpoint runs
-                    evidence.placements.append(Placement(target, str(endpoint.get("pod") or ""), str(endpoint["node"]),
-                                                         str(endpoint["ip"])))
+                    _placed(evidence, Placement(target, str(endpoint.get("pod") or ""), str(endpoint["node"]),
+                                                str(endpoint["ip"])))
         count += 1
     return count
 

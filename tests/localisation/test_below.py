@@ -227,3 +227,22 @@ def test_the_slow_workload_s_node_short_of_memory_names_the_kind():
     _node_short_of_memory(results, "ravnik", "10.244.3.21", at=38)
     found = localise(results.items, ["ravnik"])
     assert (found.outcome, found.root, found.kind) == ("root_cause", "ravnik", "scheduling.node_pressure")
+
+
+def test_a_node_named_by_its_ip_is_read_by_that_ip_without_asking_a_pod_for_it():
+    """EC2's private DNS names (EKS, kops) spell the node's IP: node exporter's series of that IP are the node's."""
+    ec2 = "ip-10-20-7-31.eu-west-1.compute.internal"
+    results = Results()
+    results.metric({"__name__": "envoy_http_downstream_rq_time", "service": "ravnik"}, stepped(40, 900, 40))
+    results.logs("ravnik", [(-3400 + i * 150, "", f"GET /v1/routes 200 in {40 + i % 7} ms") for i in range(20)])
+    results._add("query_kubernetes", {"kind": "service"}, {"pods": [], "events": [], "services": [
+        {"name": "ravnik", "clusterIP": "10.96.4.20", "selector": {"app": "ravnik"},
+         "endpoints": [{"ip": "10.244.3.21", "pod": "ravnik-0", "node": ec2, "ready": True}]}]})
+    checks = [(c.tool, c.arguments) for c in localise(results.items, ["ravnik"]).next_checks]
+    assert ("query_metrics", {"query": '{instance=~"(10.20.7.31)(:[0-9]+)?"}'}) in checks
+    assert not [c for c in checks if c[1].get("kind") == "pod"]
+    results.metric({"__name__": "node_memory_MemAvailable_bytes", "instance": "10.20.7.31:9100"}, stepped(8e9, 2e8, 38))
+    results.metric({"__name__": "node_pressure_memory_waiting_seconds_total", "instance": "10.20.7.31:9100"},
+                   [i * 0.2 if i < 38 else 38 * 0.2 + (i - 38) * 40 for i in range(60)])
+    found = localise(results.items, ["ravnik"])
+    assert (found.outcome, found.root, found.kind) == ("root_cause", "ravnik", "scheduling.node_pressure")
