@@ -294,6 +294,7 @@ def cause_kind(candidate: Candidate, context: list[Signal], caller_lines: list[s
     for text in own_lines:  # its own error shapes, also those with no rate change (a job that only fails)
         votes.update({k: 0.75 * v for k, v in word_votes(text, names).items()})
     onset = candidate.onset
+    said = bool(votes)  # whether its own records (or its callers') already say what kind of fault it is
     for signal in context:
         if signal.source == "change" and signal.entity == candidate.service and onset is not None \
                 and signal.onset is not None and onset - 3600 <= signal.onset <= onset + TOLERANCE_S:
@@ -305,7 +306,9 @@ def cause_kind(candidate: Candidate, context: list[Signal], caller_lines: list[s
                 top = max(votes.values(), default=0.0)
                 votes.update({k: v + top + 0.5 for k, v in change_votes.items()})
             else:
-                votes.update({k: v * (1.5 if symptom_only(candidate) else 0.5) for k, v in change_votes.items()})
+                # A change just before counts fully where nothing else says what kind of fault it is.
+                weight = 1.5 if symptom_only(candidate) or not said else 0.5
+                votes.update({k: v * weight for k, v in change_votes.items()})
     own = [s.text for s in candidate.signals if s.source == "metric"]
     role = candidate.role = role_of(candidate.service, texts, own, external)
     if role and observed:

@@ -607,3 +607,18 @@ def test_a_database_asked_about_that_says_what_waits_is_named_by_what_it_is():
     found = localise(results.items, ["tolvar"])
     assert found.top().role == "dependency.database"
     assert (found.outcome, found.root, found.kind) == ("root_cause", "tolvar", "dependency.database")
+
+
+def test_a_new_failure_that_says_no_kind_after_a_rollout_is_named_by_the_rollout():
+    """A panic no line explains, on a service rolled out to a new image minutes before: nothing else says what
+    kind of fault it is, so the change does, fully."""
+    results = Results()
+    results.logs("dekvor", [(-3400 + i * 150, "", f"GET /v1/parcels 200 in {30 + i % 5} ms") for i in range(20)]
+                 + [(-1200 + i * 60, "ERROR", f"http: panic serving 10.244.7.{i}:51234: runtime error: invalid memory "
+                                              "address or nil pointer dereference") for i in range(18)])
+    results.changes([(-1500, "dekvor", "rollout", "image registry.example/shop/dekvor:4.14.3 -> "
+                                                  "registry.example/shop/dekvor:4.15.0")])
+    found = localise(results.items, ["dekvor"])
+    assert (found.outcome, found.root) == ("root_cause", "dekvor")
+    assert found.kind in ("change.image", "change.deploy")
+    assert [s.entity for s in found.changes_before()] == ["dekvor"]
