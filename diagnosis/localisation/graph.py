@@ -152,6 +152,11 @@ def outside_hosts(message: str) -> list[str]:
     return [name for name in _addresses(message) if _PUBLIC_SUFFIX.search(name)]
 
 
+def _ephemeral_clients(message: str) -> list[str]:
+    """The IPs a line gives with an ephemeral port: the clients of connections the line's own service accepted."""
+    return [m.group(1) for m in _CLIENT_PORT.finditer(message) if int(m.group(2)) >= EPHEMERAL_FROM]
+
+
 def named_in(message: str, evidence: Evidence, known: set[str]) -> tuple[list[str], list[str]]:
     """The services a line names, and the addresses it names that resolve to nothing."""
     found, unresolved = [], []
@@ -161,7 +166,7 @@ def named_in(message: str, evidence: Evidence, known: set[str]) -> tuple[list[st
             found.append(target)
         elif not _PUBLIC_SUFFIX.search(name):
             unresolved.append(name)
-    clients = {m.group(1) for m in _CLIENT_PORT.finditer(message) if int(m.group(2)) >= EPHEMERAL_FROM}
+    clients = set(_ephemeral_clients(message))
     for ip in _IP.findall(message):
         if ip in evidence.addresses and ip not in clients:
             found.append(evidence.addresses[ip])
@@ -207,7 +212,7 @@ def clients_of(service: str, evidence: Evidence) -> list[tuple[str, Ref]]:
         if record.service != service or len(found) >= MAX_CLIENTS:
             continue
         peers = [m.group(1) for m in _ARROW_PEER.finditer(record.message)]
-        peers += [m.group(1) for m in _CLIENT_PORT.finditer(record.message) if int(m.group(2)) >= EPHEMERAL_FROM]
+        peers += _ephemeral_clients(record.message)
         for ip in peers:
             client = evidence.addresses.get(ip)
             if client and client != service and client not in found:

@@ -24,8 +24,8 @@ from diagnosis.localisation.below import (NextCheck, beyond, errors_point_below,
 from diagnosis.localisation.graph import Edge, DependencyGraph, build_graph, clients_of, named_in
 from diagnosis.localisation.kinds import GENERIC, change_kind, kind_support, word_votes
 from diagnosis.localisation.levels import WARN_OR_WORSE, at_least
-from diagnosis.localisation.ranking import (TOLERANCE_S, Candidate, backlog_only, busy_only, cause_kind, candidates_of, explain, rank,
-                                           starved, symptom_only)
+from diagnosis.localisation.ranking import (TOLERANCE_S, Candidate, backlog_only, busy_only, cause_kind, candidates_of,
+                                           explain, rank, starved, symptom_only)
 from diagnosis.localisation.records import Evidence, Ref, read_evidence
 from diagnosis.localisation.log_rates import MIN_BASELINE_S
 from diagnosis.localisation.signals import Signal, all_signals
