@@ -18,9 +18,9 @@ from diagnosis.localisation.signals import Signal, metric_kind
 
 # A table, one (kind, words, weight) row per kind: its rows are alike in shape by design.
 _WORDS: tuple[tuple[str, str, float], ...] = (
-    ("network.dns", r"域名解析|解析失败|no such host|nxdomain|name resolution|unknownhost|enotfound|could not resolve|"
+    ("network.dns", r"域名解析|解析失败|no such host|nxdomain|name resolution|unknownhost|enotfound|could not resolve(?! placeholder)|"
                     r"servfail|name or service not known|nodename nor servname|dns (?:lookup|resolution)|"
-                    r"resolv|lookup \S+ on", 3.0),
+                    r"resolv(?!e placeholder)|lookup \S+ on", 3.0),
     ("network.tls", r"证书|x509|certificate|tls|ssl|handshake|pkix|cert(?:ificate)? (?:has )?expired|"
                     r"unknown authority", 3.0),
     ("network.refused", r"连接被拒绝|拒绝连接|连接重置|connection refused|econnrefused|connection reset|econnreset|reset by peer|"
@@ -42,8 +42,13 @@ _WORDS: tuple[tuple[str, str, float], ...] = (
                       r"remaining connection slots|queue (?:is )?full|rejectedexecution|"
                       r"(?:acquir|obtain|check ?out|borrow)\w* (?:a |an idle )?connection|queuepool limit|"
                       r"resourcerequest timed out|pool is probably full", 2.5),
-    ("change.config", r"配置|config(?:uration|map)?(?![a-z])|invalid (?:value|setting|option)|missing (?:key|setting|env)|"
-                      r"unknown (?:option|directive|setting)|parse error in|yaml|toml", 1.5),
+    # A setting its program cannot read, as loaders word it (Spring's "Failed to bind properties", Go's "invalid
+    # duration", a value "is not a valid" one), and the settings file a loader names (``/etc/x/application.yml``).
+    ("change.config", r"配置|无法绑定|绑定失败|不是(?:一个)?合法的|不合法|非法的?(?:值|参数|配置)|"
+                      r"config(?:uration|map)?(?![a-z])|invalid (?:value|setting|option|duration|directive)|"
+                      r"missing (?:key|setting|env)|unknown (?:option|directive|setting)|parse error in|yaml|toml|resolve placeholder|"
+                      r"(?:failed|unable) to bind|is not a valid (?:duration|value|number|integer|boolean|size)|"
+                      r"[\w/-]\.(?:ya?ml|properties|toml|ini|conf|cfg)(?![\w.])", 1.5),
     ("change.secret", r"密码|凭据|认证失败|鉴权失败|secret|credential|password|access denied|authentication failed|unauthori[sz]ed|"
                       r"invalid (?:api )?key|forbidden|permission denied|40[13](?!\d)", 2.0),
     ("change.image", r"imagepull|errimagepull|image|manifest unknown|pull access denied", 2.0),
@@ -121,8 +126,17 @@ _FIELD_NAME = re.compile(r'"[A-Za-z_@][\w.@-]*"\s*:|(?<![\w.])[A-Za-z_][\w.]*=(?
 _PACKAGE_PATH = re.compile(r"(?<![\w.])(?:[a-z][a-z0-9_]*\.){2,}(?=[A-Z])")
 
 
+# The name of a setting a line speaks of (``property 'ledger.redis.timeout'``, ``属性 'a.cache.ttl'``, ``unknown
+# directive "proxy_cache_valid"``): which setting, not what happened. Its words (redis, cache) name no dependency.
+_SETTING_NAME = re.compile(r"(?<![A-Za-z])(propert(?:y|ies)(?: under)?|属性|配置项|参数|directive|setting|option|"
+                           r"placeholder|parameter)\s*[:：]?\s*(?:['\"‘“`][\w.\-\[\]${}]+['\"’”`]|[A-Za-z]\w*[._][\w.\-]*)",
+                           re.I)
+_PLACEHOLDER = re.compile(r"\$\{[\w.:-]*\}")  # a reference to a setting by its name: ``${db.url}``
+
+
 def word_votes(text: str, names: set[str] | frozenset = frozenset()) -> Counter:
-    text = _PACKAGE_PATH.sub("", _FIELD_NAME.sub(" ", masked(text, names)))
+    text = _SETTING_NAME.sub(r"\1 ", _PLACEHOLDER.sub(" ", _FIELD_NAME.sub(" ", text)))
+    text = _PACKAGE_PATH.sub("", masked(text, names))
     votes: Counter = Counter()
     for kind, pattern, weight in _COMPILED:
         if pattern.search(text):

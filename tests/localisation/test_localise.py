@@ -252,6 +252,21 @@ def test_a_config_change_that_names_what_fails_is_the_kind_also_when_the_pod_cra
     assert (found.outcome, found.root, found.kind) == ("root_cause", "plenvo", "change.config")
 
 
+def test_a_crash_loop_on_a_setting_its_loader_cannot_read_is_a_configuration_fault_of_the_service_itself():
+    """No change record, a setting named after a cache: the service's own configuration is the cause, not a
+    cache the evidence never names."""
+    results = Results()
+    results.logs("drenvik", [(-3000 + i * 150, "", f"GET /v2/points 200 in {20 + i} ms") for i in range(15)]
+                 + [(-1500 + i * 120, "ERROR", "Application run failed: Failed to bind properties under "
+                                               "'drenvik.cache.expiry' to java.time.Duration (/srv/app/settings.yaml)")
+                    for i in range(10)])
+    results.kubernetes({"pods": [{"name": "drenvik-5f6d7c8b9-k2m4p", "labels": {"app": "drenvik"}, "containers": [
+        {"name": "drenvik", "restartCount": 9, "state": {"reason": "CrashLoopBackOff"},
+         "lastState": {"reason": "Error", "exitCode": 1}}]}]}, "drenvik")
+    found = localise(results.items, ["drenvik"])
+    assert (found.outcome, found.root, found.kind) == ("root_cause", "drenvik", "change.config")
+
+
 def test_a_client_address_with_an_ephemeral_port_is_who_called_not_a_dependency():
     """A database's log prefix names the client that sent the failing query; the database is not that
     client's caller."""

@@ -226,3 +226,23 @@ def test_an_error_that_says_disabled_announces_no_change():
 def test_a_parsers_line_and_column_are_a_position_not_a_tables_column(line, kind):
     votes = word_votes(line)
     assert max(votes, key=votes.get) == kind
+
+
+@pytest.mark.parametrize("line", [
+    "Failed to bind properties under 'tovra.redis.timeout' to java.time.Duration",
+    "启动失败：无法绑定属性 'tovra.kafka.poll-interval'，值 '5分' 不是合法的时长",
+    'nginx: [emerg] unknown directive "proxy_cache_valdi" in /etc/nginx/conf.d/tovra.conf:14',
+    "Could not resolve placeholder 'tovra.database.url' in value \"${tovra.database.url}\"",
+    "fatal: loading /srv/tovra/settings.toml: option cache.size: invalid value \"12q\"",
+])
+def test_a_setting_its_loader_cannot_read_is_a_configuration_fault_whatever_the_setting_is_named(line):
+    """The setting's name (a cache's timeout, a broker's interval) is which setting, not a dependency that
+    failed; the loader's words and the settings file say the configuration is wrong."""
+    votes = word_votes(line)
+    assert max(votes, key=votes.get) == "change.config"
+    assert not {"dependency.cache", "dependency.queue", "dependency.database", "network.dns"} & set(votes)
+
+
+def test_a_dependency_named_outside_a_setting_still_votes_for_its_role():
+    assert word_votes("ERR redis refused the write: OOM command not allowed").get("dependency.cache")
+    assert word_votes("dial tcp: lookup ledger-db on 10.96.0.10:53: no such host").get("network.dns")
