@@ -251,16 +251,35 @@ def test_a_slow_caller_is_traced_to_the_database_its_slow_lines_name():
     assert found.root == "rates-pg" or (found.outcome == "undetermined" and found.top().service == "rates-pg")
 
 
-def test_a_symptom_stating_question_is_never_answered_healthy():
+def _firing(service: str) -> dict:
+    return {"tool_name": "query_alerts", "arguments": {}, "status": "SUCCESS", "invocation_id": "inv-00000003",
+            "result": {"alerts": [{"labels": {"alertname": "LatencyObjectiveBreach", "service": service},
+                                   "annotations": {"summary": f"{service}: p99 above objective"}, "state": "firing",
+                                   "activeAt": _at(-900)}]}}
+
+
+def test_a_stated_symptom_that_nothing_shows_is_nothing_wrong_unless_an_alert_is_firing():
+    """Quiet telemetry, no error line and no firing alert answer "why is it failing?" too: nothing wrong was
+    found. A firing alert is trouble the telemetry read here does not show: undetermined, with the alert cited."""
     quiet = [logs("cart-api", [(-60 * i, "INFO", "GET /cart 200 in 12 ms") for i in range(30)]),
              metric("cart-api", "http_server_errors_ratio", flat(0.002))]
     found = localise_results(quiet, ["cart-api"])
     assert found.outcome == "nothing_wrong"
-    healthy, stated = ClaimBook(), ClaimBook()
-    assert "nothing wrong" in build_claims(Observations(quiet), found, healthy, "en", stated_symptom=False)
-    assert "undetermined" in build_claims(Observations(quiet), found, stated, "en", stated_symptom=True)
-    assert healthy.claims[0]["statement"].startswith("No anomaly found")
-    assert not any(c["statement"].startswith("No anomaly found") for c in stated.claims)
+    stated = ClaimBook()
+    assert "nothing wrong" in build_claims(Observations(quiet), found, stated, "en", stated_symptom=True)
+    assert stated.claims[0]["statement"].startswith("No anomaly found")
+    for elsewhere, symptom in (("trovik", True), ("cart-api", False)):
+        alerted = [*quiet, _firing(elsewhere)]
+        found = localise_results(alerted, ["cart-api"])
+        assert found.outcome == "nothing_wrong"
+        book = ClaimBook()
+        assert "undetermined" in build_claims(Observations(alerted), found, book, "en", stated_symptom=symptom)
+        assert not any(c["statement"].startswith("No anomaly found") for c in book.claims)
+        assert any(c["statement"].startswith("Alert LatencyObjectiveBreach is firing") for c in book.claims)
+    alerted = [*quiet, _firing("trovik")]  # "is it healthy?" is about the asked service: another's alert is its own
+    book = ClaimBook()
+    assert "nothing wrong" in build_claims(Observations(alerted), localise_results(alerted, ["cart-api"]), book, "en",
+                                           stated_symptom=False)
     assert stated_symptom("cart-api 为什么一直报错？").failure and not stated_symptom("cart-api 正常吗？").stated
     assert stated_symptom("What is wrong with cart-api?").failure and stated_symptom("cart-api 出了什么问题？").failure
     assert not stated_symptom("Is anything wrong with cart-api right now?").stated

@@ -293,10 +293,15 @@ def build_claims(obs, loc: Localisation, book, language: str, stated_symptom: bo
     """The claims of a localisation, most important first; returns the summary."""
     with_data = [s for s in loc.subject if obs.has(s)] or [s for s in obs.queried if obs.has(s)]
     if loc.outcome == "nothing_wrong":
-        if stated_symptom:  # a stated symptom the telemetry does not show is undetermined, never healthy
+        firing = [a.service for a in obs.alerts if a.state == "firing"]
+        if firing and (stated_symptom or set(firing) & set(loc.subject)):
+            # A symptom stated and an alert firing, or an alert on the asked service itself: trouble that the
+            # telemetry read here does not show is undetermined, never healthy. Without either, quiet telemetry
+            # is the answer to "why is it failing?" too.
             healthy_claims(obs, with_data, book, conclude=False)
-            return (f"The question states a symptom of {', '.join(with_data) or 'the service'}, but the telemetry "
-                    "of this run shows no anomaly that explains it: undetermined.")
+            alert_claims(obs, firing, book)
+            return (f"Alerts are firing, but the telemetry of this run shows no anomaly of "
+                    f"{', '.join(with_data) or 'the service'} that explains them: undetermined.")
         return healthy_claims(obs, with_data, book)
     if loc.outcome == "no_data":
         for service in obs.queried:
