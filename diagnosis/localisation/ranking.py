@@ -286,11 +286,15 @@ def cause_kind(candidate: Candidate, context: list[Signal], caller_lines: list[s
     # What its own signals say more precisely than "slow" or "refused" (dropped packets, a full disk).
     observed = {k for k, v in votes.items() if v >= 1.0 and k not in GENERIC | _ROLE_SHOWS
                 and not k.startswith("dependency.")}
+    called: Counter = Counter()
     for text in caller_lines:  # what its callers say about it
         said = word_votes(text, names)
         if not _SERVER_LIMIT.search(text):
             said.pop("resource.pool", None)  # the caller's own client pool, filled while it waited for this one
-        votes.update({k: 0.5 * v for k, v in said.items()})
+        called.update({k: 0.5 * v for k, v in said.items()})
+    if observed:  # callers call it by what it is ("mysql: dial tcp 10.0.0.5:3306"); what it shows itself says why
+        called = Counter({k: v for k, v in called.items() if not k.startswith("dependency.")})
+    votes.update(called)
     for text in own_lines:  # its own error shapes, also those with no rate change (a job that only fails)
         votes.update({k: 0.75 * v for k, v in word_votes(text, names).items()})
     onset = candidate.onset

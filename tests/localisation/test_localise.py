@@ -267,6 +267,23 @@ def test_a_crash_loop_on_a_setting_its_loader_cannot_read_is_a_configuration_fau
     assert (found.outcome, found.root, found.kind) == ("root_cause", "drenvik", "change.config")
 
 
+def test_a_datastore_its_callers_reach_by_address_is_named_by_what_it_shows_itself_not_by_what_they_call_it():
+    """Callers say "mysql: dial tcp <its IP>:3306": that is what it is. Its own series dropping packets say
+    what went wrong with it."""
+    results = Results()
+    results._add("query_kubernetes", {"kind": "service"}, {"pods": [], "events": [], "services": [
+        {"name": "vostrel", "clusterIP": "10.96.8.65", "selector": {"app": "vostrel"},
+         "endpoints": [{"ip": "10.244.2.9", "pod": "vostrel-0", "ready": True}]}]})
+    results.metric({"__name__": "container_network_receive_packets_dropped_total", "pod": "vostrel-0",
+                    "interface": "eth0"}, [i * 3 if i < 40 else 120 + (i - 40) * 9000 for i in range(60)])
+    results.logs("quimbra", [(-3000 + i * 150, "", f"GET /v1/ledgers 200 in {30 + i} ms") for i in range(15)]
+                 + [(-1150 + i * 60, "ERROR", 'msg="mysql: dial tcp 10.96.8.65:3306: connect: connection refused"')
+                    for i in range(15)])
+    found = localise(results.items, ["quimbra"])
+    assert (found.outcome, found.root, found.kind) == ("root_cause", "vostrel", "network.loss")
+    assert next(c for c in found.candidates if c.service == "quimbra").explained_by == "vostrel"
+
+
 def test_a_client_address_with_an_ephemeral_port_is_who_called_not_a_dependency():
     """A database's log prefix names the client that sent the failing query; the database is not that
     client's caller."""
