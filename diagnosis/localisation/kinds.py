@@ -223,4 +223,8 @@ def evident(kind: str, text: str) -> bool:
     if word_votes(text).get(kind):
         return True
     names = re.findall(r"[a-zA-Z_:][a-zA-Z0-9_:]{3,}", text)
-    return any(_METRIC_KINDS.get(metric_kind(n, {})) == kind for n in names)
+    if any(_METRIC_KINDS.get(metric_kind(n, {})) == kind for n in names):
+        return True
+    # What a series counts, by the words of its name (``container_network_receive_packets_dropped_total``), as
+    # the localiser reads it.
+    return bool(word_votes(" ".join(n.replace("_", " ") for n in names if "_" in n)).get(kind))

@@ -246,3 +246,16 @@ def test_a_setting_its_loader_cannot_read_is_a_configuration_fault_whatever_the_
 def test_a_dependency_named_outside_a_setting_still_votes_for_its_role():
     assert word_votes("ERR redis refused the write: OOM command not allowed").get("dependency.cache")
     assert word_votes("dial tcp: lookup ledger-db on 10.96.0.10:53: no such host").get("network.dns")
+
+
+@pytest.mark.parametrize("excerpt, kind, shown", [
+    ('container_network_receive_packets_dropped_total{interface="eth0",pod="kelvo-0"} max 1337950, baseline 324',
+     "network.loss", True),
+    ('envoy_http_local_rate_limit_rate_limited{service="kelvo"} max 112289, baseline 0', "capacity.rate_limit", True),
+    ('http_server_requests_seconds_count{service="kelvo",status="500"} max 50028, baseline 210', "network.loss", False),
+])
+def test_a_quoted_series_shows_the_kind_its_name_counts_as_the_localiser_reads_it(excerpt, kind, shown):
+    """The verifier's check that a root cause's one quoted record shows its kind reads a series name's words
+    as the localiser does (underscores between them)."""
+    from diagnosis.localisation.kinds import evident
+    assert evident(kind, excerpt) is shown

@@ -308,3 +308,17 @@ def test_the_alert_report_lists_the_active_alerts_in_a_table():
     # Nothing analysed it: no cause is guessed from the alert's wording, and the report says it was not analysed.
     assert "Root cause" not in reply.content and "connection pool" not in reply.content
     assert "`PaymentServiceHighErrorRate`: Not analysed in this run." in reply.content
+
+
+def test_a_root_cause_resting_on_one_series_whose_name_counts_its_kind_is_supported():
+    """A workload whose only trouble is its pod's dropped packets: the one quoted series shows the kind, so the
+    claim is supported (the verdict then asks for a second view), not rejected as unshown."""
+    from diagnosis.llm.offline.verifier import verify
+    excerpt = ('container_network_receive_packets_dropped_total{interface="eth0",pod="kelvo-0"} max 1337950 at '
+               '2026-12-04T23:14:52Z, baseline 324.312, last 1337950')
+    claim = {"claim_id": "c1", "statement": "Root cause (network.loss): kelvo — packet loss or unreachable network.",
+             "evidence": [{"source_invocation_id": "inv-00000002", "tool_name": "query_metrics",
+                           "raw_path": "$.series[2].description", "evidence_excerpt": excerpt}]}
+    report = verify({"language": "en", "verdict_ceiling": "PASS", "verified_executor_output": {"claims": [claim]}})
+    assert [c.supported for c in report.claim_checks] == [True]
+    assert report.verdict == "LOW_CONFID"
