@@ -88,6 +88,7 @@ _KUBE_REASONS = (
 # The ResourceQuota admission plugin's refusal, as the API server words it for every controller that creates
 # pods ("... is forbidden: exceeded quota: <name>, requested: ..., used: ..., limited: ...").
 _ADMISSION_QUOTA = re.compile(r"forbidden: exceeded quota\b", re.I)
+_PROBE_FAILED = re.compile(r"\b(?:liveness|readiness|startup) probe failed\b", re.I)
 _CHANGE_KINDS = {"config": "change.config", "secret": "change.secret", "rollout": "change.deploy",
                  "helm": "change.deploy", "argocd": "change.deploy"}
 _ROLE_HINTS = (
@@ -174,7 +175,10 @@ def signal_votes(signal: Signal, names: set[str] | frozenset = frozenset()) -> C
         if typed:
             votes[typed] += 4.0
             return votes
-        votes.update({k: v * 0.5 for k, v in word_votes(signal.text, names).items()})
+        # A probe's failure is the kubelet's own call to the service and what it answered (refused, timed out):
+        # the service's own answer, as much as a line of its own. Other reasons' words are second-hand.
+        weight = 1.0 if _PROBE_FAILED.search(signal.text) else 0.5
+        votes.update({k: v * weight for k, v in word_votes(signal.text, names).items()})
         return votes
     if signal.source == "change":
         votes[change_kind(signal.kind, masked(str(signal.detail.get("what", "")), names))] += 2.0

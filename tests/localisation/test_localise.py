@@ -284,6 +284,26 @@ def test_a_datastore_its_callers_reach_by_address_is_named_by_what_it_shows_itse
     assert next(c for c in found.candidates if c.service == "quimbra").explained_by == "vostrel"
 
 
+def test_a_service_gone_quiet_whose_readiness_probe_is_refused_is_named_by_what_the_probe_was_answered():
+    """Its series stop and its caller answers 5xx; no line says why. The kubelet's probe is a call to the service
+    itself, and "connect: connection refused" is the service's own answer: that names the kind."""
+    results = Results()
+    results.metric({"__name__": "http_requests_total", "service": "tembrol", "code": "200"},
+                   [1000.0 * i for i in range(40)])
+    results.metric({"__name__": "http_requests_total", "service": "ulvane", "code": "503"},
+                   [0.0] * 40 + [50.0 * i for i in range(1, 21)])
+    results.kubernetes({"pods": [{"name": "tembrol-6f7d9c5b8-r2k4m", "labels": {"app": "tembrol"},
+                                  "podIP": "10.244.7.12", "containers": [
+        {"name": "tembrol", "ready": False, "restartCount": 0, "state": {"state": "running"}}]}],
+        "events": [{"type": "Warning", "reason": "Unhealthy", "object": "pod/tembrol-6f7d9c5b8-r2k4m", "count": 30,
+                    "message": "Readiness probe failed: dial tcp 10.244.7.12:8080: connect: connection refused",
+                    "firstTimestamp": iso(-1190), "lastTimestamp": iso(-40)}]}, "tembrol")
+    results.logs("ulvane", [(-3000 + i * 150, "", f"GET /v1/rates 200 in {30 + i} ms") for i in range(15)]
+                 + [(-1150 + i * 60, "ERROR", "GET http://tembrol:8080/v1/rates answered 503") for i in range(15)])
+    found = localise(results.items, ["ulvane"])
+    assert (found.outcome, found.root, found.kind) == ("root_cause", "tembrol", "network.refused")
+
+
 def test_a_client_address_with_an_ephemeral_port_is_who_called_not_a_dependency():
     """A database's log prefix names the client that sent the failing query; the database is not that
     client's caller."""
