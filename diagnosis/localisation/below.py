@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from diagnosis.localisation.graph import named_in, outside_hosts
-from diagnosis.localisation.kinds import GENERIC
+from diagnosis.localisation.kinds import GENERIC, kind_named
 from diagnosis.localisation.levels import at_least
 from diagnosis.localisation.ranking import Candidate, starved, symptom_only
 from diagnosis.localisation.records import Evidence, service_of
@@ -126,9 +126,9 @@ def nodes_to_examine(top: Candidate, graph, evidence: Evidence, quiet: list[str]
         return unexamined_nodes(top, graph, evidence)
     if quiet and (top.kind == "resource.pool" or symptom_only(top)):
         return unexamined_nodes(top, graph, evidence, quiet)
-    if symptom_only(top) and (top.kind is None or top.kind in GENERIC):
-        # Only slower or failing, with nothing of its own that says why: the node it runs on may be short of
-        # memory or CPU.
+    if symptom_only(top) and (top.kind in GENERIC or not kind_named(top.kind, top.kind_votes)):
+        # Only slower or failing, with nothing of its own that says why (at most a passing word): the node it
+        # runs on may be short of memory or CPU.
         return unexamined_nodes(top, graph, evidence)
     return []
 

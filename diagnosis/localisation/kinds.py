@@ -109,6 +109,14 @@ def kind_support(kind: str, votes: Mapping[str, float]) -> float:
     return support
 
 
+MIN_KIND_VOTES = 1.2  # one passing word is not a kind
+
+
+def kind_named(kind: str | None, votes: Mapping[str, float]) -> bool:
+    """Whether the votes name this kind: more than one passing word supports it."""
+    return kind is not None and kind_support(kind, votes) >= MIN_KIND_VOTES
+
+
 def masked(text: str, names: set[str] | frozenset = frozenset()) -> str:
     """The text with service names blanked: a service called \"image-cache\" says nothing about images or caches."""
     for name in sorted(names, key=len, reverse=True):

@@ -22,7 +22,7 @@ from diagnosis.localisation.collector import collector_paused
 from diagnosis.localisation.below import (NextCheck, beyond, errors_point_below, gone_unexplained, next_checks,
                                           nodes_to_examine, of_its_own, outside_unresolved, seen_only_by_callers)
 from diagnosis.localisation.graph import Edge, DependencyGraph, build_graph, clients_of, named_in
-from diagnosis.localisation.kinds import GENERIC, change_kind, kind_support, word_votes
+from diagnosis.localisation.kinds import GENERIC, change_kind, kind_named, word_votes
 from diagnosis.localisation.levels import WARN_OR_WORSE, at_least
 from diagnosis.localisation.ranking import (TOLERANCE_S, Candidate, backlog_only, busy_only, cause_kind, candidates_of,
                                            explain, rank, starved, symptom_only)
@@ -31,8 +31,7 @@ from diagnosis.localisation.log_rates import MIN_BASELINE_S
 from diagnosis.localisation.signals import Signal, all_signals
 
 MIN_ROOT_STRENGTH = 0.45
-KIND_MARGIN = 1.25
-MIN_KIND_VOTES = 1.2  # one passing word is not a kind  # the winning kind's votes over the runner-up's for a decisive kind
+KIND_MARGIN = 1.25  # the winning kind's votes over the runner-up's for a decisive kind
 
 
 @dataclass
@@ -337,7 +336,7 @@ def _doubt(top: Candidate, roots: list[Candidate], graph, evidence: Evidence, ca
         return "dependency_changed"
     if _changed_caller(top, candidates, context):
         return "caller_changed"
-    if top.kind is None or kind_support(top.kind, top.kind_votes) < MIN_KIND_VOTES:
+    if not kind_named(top.kind, top.kind_votes):
         return "kind_unknown"
     ranked = sorted(top.kind_votes.items(), key=lambda kv: -kv[1])
     if len(ranked) > 1 and ranked[0][1] < KIND_MARGIN * ranked[1][1] \

@@ -221,6 +221,17 @@ def test_a_workload_that_is_only_slower_waits_for_the_node_it_runs_on():
     assert ("query_metrics", {"query": f'{{node="{NODE}"}}'}) in [(c.tool, c.arguments) for c in found.next_checks]
 
 
+def test_a_slow_workload_with_only_a_passing_word_of_a_kind_still_waits_for_its_node():
+    """One caller's line that says "forbidden" once is not a kind: the workload is still only slower, and its
+    node may say why."""
+    results = _a_lone_slow_workload()
+    results.logs("velmar", [(-3400 + i * 150, "", f"POST /v1/trips 200 in {40 + i % 7} ms") for i in range(20)]
+                 + [(-1000, "WARN", "GET http://ravnik:8080/v1/routes answered 403 forbidden after 6244 ms")])
+    found = localise(results.items, ["ravnik"])
+    assert found.top().service == "ravnik" and 0 < found.top().kind_votes.get("change.secret", 0) < 1.2
+    assert (found.outcome, found.reason) == ("undetermined", "node_not_examined")
+
+
 def test_the_slow_workload_s_node_short_of_memory_names_the_kind():
     results = _a_lone_slow_workload()
     results._add("query_metrics", {"query": f'{{node="{NODE}"}}'}, {"series": []})
