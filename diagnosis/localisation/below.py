@@ -140,11 +140,13 @@ def node_reads(node: str, evidence: Evidence, why: str = "") -> list[NextCheck]:
     name = node.removeprefix("node:")
     asked = {word for expression in evidence.expressions for word in re.split(r"[^\w.\-]+", expression)}
     ips = [ip for ip, named in evidence.node_names.items() if named == name]
-    reads = []
+    selectors = []
     if name not in asked:
-        reads.append(NextCheck("query_metrics", {"query": f'{{node="{name}"}}'}, why))
+        selectors.append(f'{{node="{name}"}}')
     if ips and not set(ips) & asked:
-        reads.append(NextCheck("query_metrics", {"query": '{instance=~"(%s)(:[0-9]+)?"}' % "|".join(ips)}, why))
+        selectors.append('{instance=~"(%s)(:[0-9]+)?"}' % "|".join(ips))
+    # Both ways in one query when both are known: one call, one round trip.
+    reads = [NextCheck("query_metrics", {"query": " or ".join(selectors)}, why)] if selectors else []
     pod = next((p.pod for p in evidence.placements if p.node == name and p.pod), None)
     if not ips and pod and pod not in evidence.queried:
         reads.append(NextCheck("query_kubernetes", {"kind": "pod", "name": pod}, f"the address of {name}"))

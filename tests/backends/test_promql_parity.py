@@ -148,6 +148,9 @@ QUERIES = [
     'histogram_quantile(0.5, rate(http_request_duration_seconds_bucket{service="checkout"}[2m]))',
     'histogram_quantile(0.9, sum by (le) (increase(http_request_duration_seconds_bucket[10m])))',
     'rate(http_request_duration_seconds_sum[5m])',
+    'queue_depth or node_cpu_seconds_total{mode!="idle"}',
+    'http_requests_total{service="cart"} or http_requests_total{code=~"5.."}',
+    'rate(http_requests_total{service="cart"}[5m]) or rate(worker_jobs_total[5m])',
 ]
 WINDOWS = [  # (start, end, step): the default hour, an unaligned half hour, coarse steps
     (NOW - timedelta(hours=1), NOW, "60"),

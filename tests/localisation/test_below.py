@@ -240,6 +240,31 @@ def test_the_slow_workload_s_node_short_of_memory_names_the_kind():
     assert (found.outcome, found.root, found.kind) == ("root_cause", "ravnik", "scheduling.node_pressure")
 
 
+def test_a_root_seen_through_its_nodes_series_cites_the_service_that_declares_it():
+    """The node's series carry the node's address, not the workload's name: the root claim also cites the
+    Service record, so the structured root names the workload."""
+    from diagnosis.llm.offline.localised import root_claim
+    from diagnosis.structured_diagnosis import record_service
+
+    results = Results()
+    results.metric({"__name__": "http_server_request_duration_seconds", "service": "velmar"}, stepped(0.05, 2.0, 41))
+    results.logs("velmar", [(-3400 + i * 150, "", f"POST /v1/trips 200 in {40 + i % 7} ms") for i in range(20)]
+                 + [(-1000 + i * 60, "WARN", f"GET http://ravnik:8080/v1/routes completed in {6000 + i} ms (slow)")
+                    for i in range(10)])
+    results.metric({"__name__": "http_server_request_duration_seconds", "service": "ravnik"}, flat(0.04))
+    _on_the_node(results, "ravnik", "10.96.4.20", "10.244.3.21")
+    results._add("query_metrics", {"query": f'{{node="{NODE}"}}'}, {"series": []})
+    _node_short_of_memory(results, "ravnik", "10.244.3.21", at=38)
+    found = localise(results.items, ["velmar"])
+    assert (found.outcome, found.root) == ("root_cause", "ravnik")
+    assert not any("ravnik" in r.excerpt for s in found.top().evidence() for r in s.refs)
+    _finding, bindings = root_claim(found)
+    by_id = {r["invocation_id"]: r for r in results.items}
+    services = [record_service(b["tool_name"], by_id[b["source_invocation_id"]]["result"]["services"][0])
+                for b in bindings if b["raw_path"].startswith("$.services[")]
+    assert services == ["ravnik"]
+
+
 def test_a_node_named_by_its_ip_is_read_by_that_ip_without_asking_a_pod_for_it():
     """EC2's private DNS names (EKS, kops) spell the node's IP: node exporter's series of that IP are the node's."""
     ec2 = "ip-10-20-7-31.eu-west-1.compute.internal"
@@ -250,8 +275,8 @@ def test_a_node_named_by_its_ip_is_read_by_that_ip_without_asking_a_pod_for_it()
         {"name": "ravnik", "clusterIP": "10.96.4.20", "selector": {"app": "ravnik"},
          "endpoints": [{"ip": "10.244.3.21", "pod": "ravnik-0", "node": ec2, "ready": True}]}]})
     checks = [(c.tool, c.arguments) for c in localise(results.items, ["ravnik"]).next_checks]
-    assert ("query_metrics", {"query": '{instance=~"(10.20.7.31)(:[0-9]+)?"}'}) in checks
-    assert not [c for c in checks if c[1].get("kind") == "pod"]
+    # By its name and by its IP, in one query: one call.
+    assert checks == [("query_metrics", {"query": f'{{node="{ec2}"}} or {{instance=~"(10.20.7.31)(:[0-9]+)?"}}'})]
     results.metric({"__name__": "node_memory_MemAvailable_bytes", "instance": "10.20.7.31:9100"}, stepped(8e9, 2e8, 38))
     results.metric({"__name__": "node_pressure_memory_waiting_seconds_total", "instance": "10.20.7.31:9100"},
                    [i * 0.2 if i < 38 else 38 * 0.2 + (i - 38) * 40 for i in range(60)])

@@ -146,9 +146,11 @@ def root_claim(loc: Localisation) -> tuple[RootCause, list[dict[str, str]]]:
     changes = loc.changes_before()
     # The records of the path and of the change keep their places: the statement names them.
     kept = [r for edge in loc.path for r in edge.refs[:1]] + [r for c in changes[-1:] for r in c.refs]
-    # A root seen only through its callers' lines (which may name it by an address) also cites the Service
-    # that declares it: the record that links the address to its name.
-    if loc.declared is not None and all(s.source in ("named", "placed") for s in top.evidence()):
+    # A root seen only through its callers' lines (which may name it by an address), or through the series of
+    # the node it runs on (labelled by the node's address), also cites the Service that declares it: the record
+    # that links the address to its name.
+    if loc.declared is not None and all(s.source in ("named", "placed") or (
+            s.source == "metric" and not any(top.service in r.excerpt for r in s.refs)) for s in top.evidence()):
         kept.append(loc.declared)
     kept_bindings = [b for b in (binding(r) for r in dict.fromkeys(kept)) if b][:MAX_ROOT_BINDINGS // 2]
     own_bindings = [b for b in (binding(r) for r in dict.fromkeys(own) if r not in kept) if b]

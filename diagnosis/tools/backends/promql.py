@@ -9,7 +9,7 @@ compares every supported query.
 Supported: instant selectors ``name{l="v", l!="v", l=~"re", l!~"re"}`` (5-minute lookback),
 ``rate``/``irate``/``increase`` over ``name{...}[range]``, ``sum``/``avg``/``min``/``max``/``count``
 with ``by (...)`` or ``without (...)``, ``histogram_quantile(φ, ...)`` over classic ``le`` buckets,
-and parentheses. Anything else is refused with a message naming what is supported. Semantics that
+the set union ``a or b`` (without ``on``/``ignoring``), and parentheses. Anything else is refused with a message naming what is supported. Semantics that
 differ between Prometheus versions follow 2.42 (the version the Prometheus backend targets): range
 selectors and the lookback window are closed at both ends, ``rate`` extrapolates as in 2.42.
 
@@ -42,7 +42,7 @@ __all__ = [
 
 LOOKBACK_MS = 5 * 60 * 1000  # Prometheus's default --query.lookback-delta
 SUPPORTED = ("selectors name{label=\"value\"}, rate/irate/increase(name{...}[5m]), "
-             "sum/avg/min/max/count [by|without (labels)] (...), histogram_quantile(0.99, ...)")
+             "sum/avg/min/max/count [by|without (labels)] (...), histogram_quantile(0.99, ...), a or b")
 _RANGE_FUNCTIONS = ("rate", "irate", "increase")
 _AGGREGATIONS = ("sum", "avg", "min", "max", "count")
 
@@ -146,10 +146,25 @@ class _Compiler:
             return self._call(expr)
         if isinstance(expr, promql_parser.AggregateExpr):
             return self._aggregate(expr)
+        if isinstance(expr, promql_parser.BinaryExpr) and str(expr.op) == "or" and (
+                expr.modifier is None or expr.modifier.matching is None):
+            return self._union(self.compile(expr.lhs), self.compile(expr.rhs))
         if isinstance(expr, promql_parser.MatrixSelector):
             raise _error("a range selector such as x[5m] is only supported inside rate, irate or increase "
                          "(query_metrics already returns a range of samples)")
         raise _error(f"{type(expr).__name__} is not supported by the demo backend; supported: {SUPPORTED}")
+
+    @staticmethod
+    def _union(left: Node, right: Node) -> Node:
+        """``a or b``: every sample of ``a``, and those of ``b`` whose labels (the name aside) ``a`` has none of."""
+
+        def at(t: int) -> Vector:
+            out = dict(left(t))
+            have = {_drop_name(key) for key in out}
+            out.update((key, value) for key, value in right(t).items() if _drop_name(key) not in have)
+            return out
+
+        return at
 
     def _instant(self, selector) -> Node:
         chosen = self.select(selector)
