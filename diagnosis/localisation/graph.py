@@ -171,7 +171,10 @@ def named_in(message: str, evidence: Evidence, known: set[str]) -> tuple[list[st
         if ip in evidence.addresses and ip not in clients:
             found.append(evidence.addresses[ip])
     for word in _WORD.findall(message):
-        if ("-" in word or "." in word or "_" in word) and word not in found:
+        # A plain word is a name only when the cluster declares a Service for that workload ("upstream neidis
+        # answered after 2.8s"); otherwise "cache" or "orders" in a line may be any word.
+        plain = not ("-" in word or "." in word or "_" in word)
+        if word not in found and (not plain or word in evidence.declarations):
             target = resolve(word, evidence, known)
             if target:
                 found.append(target)

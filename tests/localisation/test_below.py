@@ -282,3 +282,19 @@ def test_a_node_named_by_its_ip_is_read_by_that_ip_without_asking_a_pod_for_it()
                    [i * 0.2 if i < 38 else 38 * 0.2 + (i - 38) * 40 for i in range(60)])
     found = localise(results.items, ["ravnik"])
     assert (found.outcome, found.root, found.kind) == ("root_cause", "ravnik", "scheduling.node_pressure")
+
+
+def test_a_plain_word_is_a_dependency_only_when_the_cluster_declares_a_service_of_that_name():
+    from diagnosis.localisation.graph import build_graph
+    from diagnosis.localisation.records import read_evidence
+
+    results = Results()
+    results.logs("velmar", [(-3400 + i * 150, "", f"POST /v1/trips 200 in {40 + i % 7} ms") for i in range(20)]
+                 + [(-1000 + i * 60, "WARN", f"upstream tessor responded after {2800 + i} ms for orders batch")
+                    for i in range(10)])
+    undeclared = build_graph(read_evidence(results.items))
+    assert undeclared.dependencies("velmar") == []
+    results._add("query_kubernetes", {"kind": "service"}, {"pods": [], "events": [], "services": [
+        {"name": "tessor", "clusterIP": "10.96.4.21", "selector": {"app": "tessor"}}]})
+    declared = build_graph(read_evidence(results.items))
+    assert [(e.callee, e.via) for e in declared.dependencies("velmar")] == [("tessor", "log")]
