@@ -118,10 +118,11 @@ def kind_named(kind: str | None, votes: Mapping[str, float]) -> bool:
 
 
 def masked(text: str, names: set[str] | frozenset = frozenset()) -> str:
-    """The text with service names blanked: a service called \"image-cache\" says nothing about images or caches."""
+    """The text with service names blanked: a service called \"image-cache\" says nothing about images or caches.
+    A name leaves a token in its place, so the phrase around it still reads ("lookup _.internal on")."""
     for name in sorted(names, key=len, reverse=True):
         if name and name in text:
-            text = text.replace(name, " ")
+            text = text.replace(name, "_")
     return text
 
 

@@ -259,3 +259,10 @@ def test_a_quoted_series_shows_the_kind_its_name_counts_as_the_localiser_reads_i
     as the localiser does (underscores between them)."""
     from diagnosis.localisation.kinds import evident
     assert evident(kind, excerpt) is shown
+
+
+def test_a_service_name_blanked_in_a_line_leaves_the_phrase_around_it_readable():
+    """Names are masked so that "image-cache" votes for no cache; the lookup it failed still reads as one."""
+    line = "dial tcp: lookup ledger-db.internal on 10.96.0.10:53: server misbehaving"
+    assert word_votes(line, {"ledger-db"}).get("network.dns")
+    assert not word_votes("GET http://image-cache:8080/v1/thumbs answered 502", {"image-cache"}).get("dependency.cache")
