@@ -56,7 +56,8 @@ def test_the_agent_names_roots_on_generated_incidents_and_is_rarely_confidently_
     """A guard, not a target: on these development seeds the analyser had 13 of 40 right with 5 false
     confidences before it followed addresses, alerts and quiet hops, and 30 with 1 before it read the node a
     quiet dependency runs on, and 32 before its first round left the runbooks and the asked service's state for
-    later and a backlog waited for its consumers; it has 34 with none now."""
+    later and a backlog waited for its consumers, and 34 before a stated symptom nothing shows was answered
+    "nothing wrong" and a series' name was read as the localiser reads it; it has 36 with none now."""
     counts: Counter = Counter()
     for seed in GUARD_SEEDS:
         truth, folder, questions = _incident(seed, tmp_path)
@@ -67,4 +68,4 @@ def test_the_agent_names_roots_on_generated_incidents_and_is_rarely_confidently_
         counts["right"] += score["root_cause_hit"]
         counts["false_confidence"] += score["false_confidence"]
     assert counts["false_confidence"] == 0, counts
-    assert counts["right"] >= 33, counts
+    assert counts["right"] >= 35, counts
