@@ -33,6 +33,7 @@ def test_held_back_scenarios_are_scored_strictly_and_cite_only_verified_evidence
     hits = [s for s in scores if s.root_cause_hit]
     assert (figures["runs"], figures["root_cause_hits"]) == (len(scores), len(hits))
     assert figures["root_cause_hit_rate"] == round(len(hits) / len(scores), 3)
-    # docs/EVALUATION.md reports the measured figure (10 of 10 when written; a drop is worth a look, a
-    # rise a docs update). Below half, the analyser no longer generalises at all: that is a failure.
-    assert len(hits) * 2 > len(scores), [(s.scenario, s.language) for s in scores if not s.root_cause_hit]
+    # docs/EVALUATION.md reports the measured figure (8 of 10 today; a drop is worth a look, a rise a docs
+    # update). Below 70 %, the bar set for incident sets written elsewhere, the analyser no longer
+    # generalises as it must: that is a failure.
+    assert len(hits) * 10 >= 7 * len(scores), [(s.scenario, s.language) for s in scores if not s.root_cause_hit]
