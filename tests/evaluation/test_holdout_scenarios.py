@@ -1,4 +1,5 @@
-"""The held-back scenarios: never used to develop the analyser, checked only through the scorer.
+"""The held-back scenarios: kept out of development until 2026-12-04 (two were read then; see
+docs/EVALUATION.md), checked only through the scorer.
 
 They measure how the analyser generalises; docs/EVALUATION.md reports their figures apart from the
 shipped ones. The test holds the invariants that must never break (every run finishes, nothing
