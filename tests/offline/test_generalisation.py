@@ -123,6 +123,20 @@ def test_hyphenated_and_numbered_names_are_read_from_the_question(question, expe
     assert services_in_question(question) == expected
 
 
+@pytest.mark.parametrize(("question", "expected"), [
+    ("Users report failures on trovaskel. What is going on?", ["trovaskel"]),  # no English word: a name
+    ("Plimbero 为什么在报错？", ["plimbero"]),
+    ("Is the kubelet dropping pods for brenn-api?", ["kubelet", "brenn-api"]),  # a component asked about by name
+    ("Why is checkout failing after the rollout?", []),  # a word: read only once the evidence knows it
+    ("Why are pods OOMKilled in namespace dafoshir?", []),  # a Kubernetes reason; a namespace names where
+    ("Why is the database slow and the latency high since the failover?", []),
+])
+def test_a_plain_word_that_is_no_english_word_is_read_as_a_name(question, expected):
+    from diagnosis.llm.offline.lexicon import services_in_question
+
+    assert services_in_question(question) == expected
+
+
 def test_a_plain_name_in_the_question_is_read_once_the_evidence_knows_a_service_of_that_name():
     caller = logs("povrik", [(-300, "ERROR", "request to krelmas failed: dial tcp krelmas:3000: i/o timeout")])
     obs = Observations([caller])

@@ -8,9 +8,12 @@ import re
 from datetime import datetime, timezone
 from typing import Any, Mapping
 
+from wordfreq import zipf_frequency
+
 from diagnosis.contracts import EXECUTOR_EVIDENCE_VERSION, INVOCATION_REF_RE
 from diagnosis.llm.offline.cause import Cause, _m, _rx
 from diagnosis.llm.offline.taxonomy import BROAD_CAUSES
+from diagnosis.localisation.signals import KUBE_FAULTS
 
 MODEL_NAME = "offline-analyser-v1"
 EVIDENCE_VERSION = EXECUTOR_EVIDENCE_VERSION
@@ -211,10 +214,26 @@ NUMBERED_TECHNOLOGY = re.compile(
     re.IGNORECASE)
 
 
+# A plain word that is no word of English is a name: "velmora", "kreteir". wordfreq's Zipf scale is log10 of a
+# word's uses per billion words; below 1 means fewer than ten per billion across its corpora, which no English word
+# and most technology names ("redis" 2.0, "nginx" 2.2, "postgres" 2.0) are not, and which "istio" or "kubelet" are:
+# those are components a question asks about by name too. A Kubernetes reason ("oomkilled") is a state, not a
+# name; a word after "namespace", "cluster", "node", "region" or "zone" names where, not what.
+PLAIN_NAME = re.compile(r"(?<![\w./:-])([A-Za-z][a-z]{3,})(?![\w/-])")
+PLAIN_NAME_MAX_ZIPF = 1.0
+PLACE_BEFORE = re.compile(r"(?:namespace|cluster|node|region|zone|context|命名空间|集群|节点|区域)\s*[:=]?\s*$", re.IGNORECASE)
+
+
+def _unknown_words(question: str) -> list[tuple[int, str]]:
+    return [(match.start(), match.group(1)) for match in PLAIN_NAME.finditer(question)
+            if zipf_frequency(match.group(1).lower(), "en") < PLAIN_NAME_MAX_ZIPF
+            and not KUBE_FAULTS.fullmatch(match.group(1)) and not PLACE_BEFORE.search(question[:match.start()])]
+
+
 def services_in_question(question: str) -> list[str]:
-    """Service-looking names in the question: hyphenated ASCII names such as web-frontend, and numbered names
-    such as web01 (a plain word is read only once the evidence shows such a service:
-    ``Observations.services_named_in``)."""
+    """Service-looking names in the question: hyphenated ASCII names such as web-frontend, numbered names such as
+    web01, and plain words that are no English word (``PLAIN_NAME``). A name that is also a word ("checkout") is
+    read only once the evidence shows such a service: ``Observations.services_named_in``."""
     found: list[tuple[int, str]] = []
     for match in SERVICE_IN_TEXT.finditer(question or ""):
         token = match.group(1)
@@ -226,6 +245,9 @@ def services_in_question(question: str) -> list[str]:
         token = match.group(1)
         if not NUMBERED_TECHNOLOGY.fullmatch(token) and token.lower() not in (f.lower() for _at, f in found):
             found.append((match.start(), token))
+    for at, token in _unknown_words(question or ""):
+        if token.lower() not in (f.lower() for _at, f in found):
+            found.append((at, token.lower()))
     return [token for _at, token in sorted(found)][:MAX_NAMED_SERVICES]
 
 
