@@ -82,12 +82,16 @@ def _shares_resource(candidate: Candidate, host: Candidate) -> bool:
 
 
 _STARVED = re.compile(r"pressure|throttl|wait|steal|starv|stall", re.I)
+# CFS throttling (cAdvisor's ``container_cpu_cfs_throttled_*``) is a container held at its own CPU quota, its
+# limit: no neighbour took that CPU, so it is the container's own fault, not a node's.
+_OWN_QUOTA = re.compile(r"cfs|quota", re.I)
 
 
 def starved(candidate: Candidate) -> bool:
-    """Short of CPU or memory it did not take itself: pressure, throttling, steal (not its own usage)."""
+    """Short of CPU or memory it did not take itself: pressure, throttling, steal (not its own usage, nor
+    throttling at its own quota)."""
     return any(s.source in ("metric", "placed") and s.kind in ("cpu", "memory") and _STARVED.search(s.text)
-               for s in candidate.faults)
+               and not _OWN_QUOTA.search(s.text) for s in candidate.faults)
 
 
 # A gauge of messages waiting to be consumed: RabbitMQ's ``rabbitmq_queue_messages_ready`` and ``_unacked``,

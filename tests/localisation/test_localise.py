@@ -674,3 +674,23 @@ def test_a_new_failure_that_says_no_kind_after_a_rollout_is_named_by_the_rollout
     assert (found.outcome, found.root) == ("root_cause", "dekvor")
     assert found.kind in ("change.image", "change.deploy")
     assert [s.entity for s in found.changes_before()] == ["dekvor"]
+
+
+def test_a_container_throttled_at_its_own_cpu_quota_is_the_root_without_waiting_for_its_node():
+    """CFS throttling is the container held at its own limit: no neighbour took that CPU, so its node need not
+    be read first. A node's pressure stall is still CPU a workload did not take itself."""
+    from diagnosis.localisation.ranking import Candidate, starved
+    from diagnosis.localisation.signals import Signal
+
+    results = Results().kubernetes(_pods_on("pool-b-4rt9k", "10.20.9.7", "wendle"), "wendle")
+    results.metric({"__name__": "http_request_duration_seconds", "service": "wendle"}, stepped(0.05, 1.4, 41))
+    results.metric({"__name__": "container_cpu_cfs_throttled_periods_total", "service": "wendle"},
+                   [600.0 * i * (0.01 if i < 40 else 0.9) for i in range(60)])
+    found = localise(results.items, ["wendle"])
+    assert (found.outcome, found.root, found.kind) == ("root_cause", "wendle", "resource.cpu")
+
+    def candidate(series: str) -> Candidate:
+        signal = Signal("wendle", "metric", "cpu", 1.0, 5.0, [], series)
+        return Candidate("wendle", [signal], 1.0, 5.0)
+    assert not starved(candidate("container_cpu_cfs_throttled_periods_total"))
+    assert starved(candidate("node_pressure_cpu_waiting_seconds_total"))
