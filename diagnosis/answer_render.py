@@ -156,8 +156,9 @@ def render_answer(
                                  shown={c for ids in sections.values() for c in ids},
                                  concluded=concluded and not quotes_only, records_of=records_of,
                                  summary=plain_statement, knowledge_root=knowledge_root)
-    # "The evidence shows a problem": runbooks and cases alone show none (a how-to answer quotes only them).
-    if diagnosis["undetermined"] and page.verified and not quotes_only and not all(
+    # "The evidence shows a problem": only when a verified symptom shows one. Runbooks and cases alone show none
+    # (a how-to answer quotes only them), and neither does a service no backend returned anything for.
+    if diagnosis["undetermined"] and diagnosis["symptoms"] and page.verified and not quotes_only and not all(
             knowledge_only(claim) for claim in page.verified.values()):
         page.lines += ["", page.say(UNDETERMINED)]
     page.lines += _limitations(failed_tools, page.language)

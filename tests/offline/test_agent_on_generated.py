@@ -69,3 +69,24 @@ def test_the_agent_names_roots_on_generated_incidents_and_is_rarely_confidently_
         counts["false_confidence"] += score["false_confidence"]
     assert counts["false_confidence"] == 0, counts
     assert counts["right"] >= 35, counts
+
+
+@pytest.mark.parametrize(("language", "question"), [
+    ("en", "Users report failures on trovaskel. What is going on?"),
+    ("zh", "用户反馈 trovaskel 请求失败，发生了什么？"),
+])
+def test_a_question_about_a_plain_name_no_record_knows_says_no_data_and_names_no_root(tmp_path, language, question):
+    """A plain word that is no English word is a name: the run reads that service's logs and metrics, finds
+    none, and says so with the empty answers cited, even with alerts firing on other services (it never
+    answers about one of those, nor claims that the evidence shows a problem)."""
+    seed = next(s for s in GUARD_SEEDS if generate(s).ground_truth.get("question_kind") == "incident"
+                and any(a.get("state") == "firing" for a in generate(s).alerts.get("alerts", [])))
+    _truth, folder, _questions = _incident(seed, tmp_path)
+    run = run_question(folder, question)
+    diagnosis = _diagnosis(run)
+    assert diagnosis["rootCause"] is None and not diagnosis["nothingWrong"] and not diagnosis["symptoms"], diagnosis
+    assert run.verdict == "LOW_CONFID", run.verdict
+    assert {"query_logs", "query_metrics"} <= set(run.tools_called), run.tools_called
+    assert "No telemetry of trovaskel was found" in run.answer and '"records": []' in run.answer, run.answer
+    assert "Cause not established" not in run.answer and "未能确定原因" not in run.answer
+    assert ("Check the service's name" if language == "en" else "请核对服务名称") in run.answer

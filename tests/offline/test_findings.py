@@ -11,6 +11,7 @@ from diagnosis.llm.offline.findings import (
     LogPattern,
     MetricMove,
     NothingWrong,
+    NoTelemetry,
     Other,
     QuietLogs,
     RootCause,
@@ -37,7 +38,14 @@ FINDINGS = [
     RunbookMismatch("Search latency", "memory_leak_oom", "jvm_gc_time", "search-service", " (jvm_gc_time flat)."),
     RunbookAdvice("Runbook: invoice-renderer", "Turn the feature flag back off."),
     Change("invoice-renderer", "2026-11-30T10:27:00Z", "\"Feature flag 'pdf.embed_full_fonts' changed from off to on\"."),
+    NoTelemetry("trovaskel", "its log and metric queries returned nothing, so nothing can be said about it."),
 ]
+
+
+def test_every_kind_of_finding_is_held_to_a_round_trip():
+    from diagnosis.llm.offline.findings import KINDS
+
+    assert set(KINDS) <= {type(f) for f in FINDINGS}
 
 
 @pytest.mark.parametrize("finding", FINDINGS, ids=[f"{type(f).__name__}-{i}" for i, f in enumerate(FINDINGS)])

@@ -16,6 +16,7 @@ from diagnosis.llm.offline.findings import (
     LogPattern,
     MetricMove,
     NothingWrong,
+    NoTelemetry,
     RootCause,
     RunbookAdvice,
     finding_of,
@@ -27,6 +28,8 @@ from diagnosis.llm.offline.taxonomy import generic_actions
 # The composer's own next steps: English msgids, translated by diagnosis.i18n.
 NOTHING_ACTION = i18n.mark("No action is needed now. If users still report failures, ask again with the exact symptom, "
                            "time and endpoint.")
+NO_DATA_ACTION = i18n.mark("Check the service's name: the log and metric backends of this run returned nothing for it. "
+                           "Ask again with the name its records carry, or add its telemetry.")
 REJECT_ACTION = i18n.mark("Check the error logs and the key metrics (errors, latency, saturation) of the services involved, "
                           "and ask again naming the failing service.")
 
@@ -68,6 +71,8 @@ def compose(si: Mapping[str, Any]) -> AnswerPlan:
     elif verdict in ("PASS", "LOW_CONFID") and nothing is not None:
         plan.evidence.append(nothing["claim_id"])
         actions.append(i18n.text(NOTHING_ACTION, language))
+    elif verdict == "LOW_CONFID" and any(isinstance(f, NoTelemetry) for _c, f in found):
+        actions.append(i18n.text(NO_DATA_ACTION, language))  # nothing to diagnose: the name is what to check
     elif verdict == "LOW_CONFID":
         # A problem without an established cause: what to check next. A how-to answer (runbook steps only) has none.
         if not (found and all(isinstance(f, RunbookAdvice) for _c, f in found)):

@@ -215,6 +215,15 @@ class Change(Sentence):
 
 
 @dataclass(frozen=True)
+class NoTelemetry(Sentence):
+    service: str
+    rest: str
+
+    TEMPLATE = "No telemetry of {service} was found: {rest}"
+    SHAPES = _REST
+
+
+@dataclass(frozen=True)
 class Other(Sentence):
     text: str
 
@@ -224,7 +233,7 @@ class Other(Sentence):
 
 # Order matters: the more specific shape first (quiet logs before log patterns, a mismatch before advice).
 KINDS: tuple[type[Finding], ...] = (RootCause, NothingWrong, MetricMove, QuietLogs, LogPattern, HealthyMetrics,
-                                    AlertFiring, RunbookMismatch, RunbookAdvice, Change)
+                                    AlertFiring, RunbookMismatch, RunbookAdvice, Change, NoTelemetry)
 
 
 def read_finding(statement: str) -> Finding:

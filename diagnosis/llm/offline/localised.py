@@ -20,7 +20,7 @@ from diagnosis.localisation.outcome import Localisation, localise
 from diagnosis.localisation.records import Ref
 from diagnosis.localisation.taxonomy import CAUSE_KIND_BY_ID
 from diagnosis.llm.offline.claims import alert_claims, healthy_claims, runbook_claims, service_claims
-from diagnosis.llm.offline.findings import Change, RootCause
+from diagnosis.llm.offline.findings import Change, NoTelemetry, RootCause
 from diagnosis.llm.offline.lexicon import (
     CAUSE_BY_KEY, KNOWLEDGE_TOP_K, LOG_LIMIT, MAX_FOLLOW_UP_SERVICES, _canonical, _iso, _short, _suspicious,
     question_language,
@@ -306,6 +306,11 @@ def build_claims(obs, loc: Localisation, book, language: str, stated_symptom: bo
                     f"{', '.join(with_data) or 'the service'} that explains them: undetermined.")
         return healthy_claims(obs, with_data, book)
     if loc.outcome == "no_data":
+        for service in loc.without_data:  # the empty answers themselves are the evidence
+            answers = obs.unanswered.get(service, [])
+            views = " and ".join(dict.fromkeys("log" if b["tool_name"] == "query_logs" else "metric" for b in answers))
+            book.add(NoTelemetry(service, f"its {views} queries returned nothing, so nothing can be said about it, "
+                                          "and no other service is blamed in its place."), answers)
         for service in obs.queried:
             service_claims(obs.profiles.get(service), book)
         return (f"No telemetry was found for {', '.join(loc.without_data)}: nothing could be diagnosed about it, and "

@@ -10,7 +10,8 @@ from typing import Any, Iterable, Mapping
 from diagnosis.llm.offline.anomalies import _analyse_profile, _analyse_series
 from diagnosis.llm.offline.leads import leads_in, stated_symptom
 from diagnosis.llm.offline.lexicon import _canonical, _json, _parse_ts, _short, _suspicious
-from diagnosis.llm.offline.observed import Alert, KnowledgeChunk, LogLine, Profile, Series, kubernetes_lines, pair_limits
+from diagnosis.llm.offline.observed import (Alert, KnowledgeChunk, LogLine, Profile, Series, _binding, kubernetes_lines,
+                                           pair_limits)
 
 
 class Observations:
@@ -27,6 +28,8 @@ class Observations:
         self.queried: list[str] = []  # services asked for by name, in order
         self.calls: set[str] = set()
         self.declared: dict[str, None] = {}  # the names of the cluster's Services, in order
+        # A service's log or metric query that answered with nothing: the empty answer, as a citation.
+        self.unanswered: dict[str, list[dict[str, str]]] = {}
         seen_lines, seen_series, seen_alerts = set(), set(), set()
         for item in tool_results or ():
             tool, args = item.get("tool_name"), item.get("arguments") or {}
@@ -39,6 +42,9 @@ class Observations:
             if tool in ("query_logs", "query_metrics") and isinstance(args.get("service"), str):
                 if args["service"] not in self.queried:
                     self.queried.append(args["service"])
+                key = "records" if tool == "query_logs" else "series"
+                if result.get(key) == []:
+                    self.unanswered.setdefault(args["service"], []).append(_binding(inv, tool, "$", f'"{key}": []'))
             if tool == "query_logs":
                 for j, rec in enumerate(result.get("records") or []):
                     if not isinstance(rec, Mapping) or not isinstance(rec.get("message"), str):

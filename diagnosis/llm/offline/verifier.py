@@ -17,6 +17,7 @@ from diagnosis.llm.offline.findings import (
     HealthyMetrics,
     LogPattern,
     MetricMove,
+    NoTelemetry,
     NothingWrong,
     RootCause,
     finding_of,
@@ -39,6 +40,7 @@ GAP_METRICS = i18n.mark("{service}'s metrics would confirm or refute the root ca
 GAP_LOGS = i18n.mark("{service}'s logs would confirm or refute the root cause.")
 HEALTHY = i18n.mark("Metrics near baseline and logs without errors support that nothing is wrong.")
 HEALTHY_THIN = i18n.mark("the no-anomaly finding rests on a single kind of telemetry")
+NO_DATA = i18n.mark("no telemetry of {service} was found, so nothing can be concluded about it")
 UNEXPLAINED = i18n.mark("some observations are supported, but no verified claim explains the incident")
 GAP_ERRORS = i18n.mark("No verified root cause; the error lines of {service} may name it.")
 REJECT = i18n.mark("No claim is supported by its evidence.")
@@ -94,6 +96,11 @@ def verify(si: Mapping[str, Any]) -> VerifierReport:
         verdict = "PASS" if {"query_logs", "query_metrics"} <= tools else "LOW_CONFID"
         judgement = _Judgement(verdict, i18n.text(HEALTHY if verdict == "PASS" else HEALTHY_THIN, language),
                                [{"fact": "No anomaly was found in the verified evidence.", "consistent": True}])
+    elif unanswered := [f for c in claims if isinstance(f := findings[c.get("claim_id")], NoTelemetry)
+                        and supported.get(c.get("claim_id"))]:
+        judgement = _Judgement("LOW_CONFID", i18n.text(NO_DATA, language, service=unanswered[0].service),
+                               [{"fact": f"No log record or metric series of {unanswered[0].service} was returned.",
+                                 "consistent": True}])
     elif any(supported.values()):
         judgement = _judge_unexplained(findings, language)
     else:
