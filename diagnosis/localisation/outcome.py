@@ -132,7 +132,7 @@ def localise_evidence(evidence: Evidence, subject: Iterable[str] = ()) -> Locali
     # Nor is a workload that is only busier (`_idle_busy`): it stays in the ranking, after the rest.
     idle_busy = partial(_idle_busy, nodes=graph.nodes)
     ranked.sort(key=idle_busy)
-    roots = [c for c in ranked if c.explained_by is None and c.strength >= MIN_ROOT_STRENGTH
+    roots = [c for c in ranked if c.explained_by is None and _strong_enough(c, candidates)
              and (c.service not in graph.nodes or c.explains) and not idle_busy(c)]
     if not roots:
         return _without_root(result, evidence, graph, known, idle_busy)
@@ -160,6 +160,16 @@ def localise_evidence(evidence: Evidence, subject: Iterable[str] = ()) -> Locali
         result.outcome, result.reason, result.next_checks = "root_cause", "", []
     result.declared = evidence.declarations.get(result.root or "")
     return result
+
+
+def _strong_enough(candidate: Candidate, candidates: Mapping[str, Candidate]) -> bool:
+    """Strong enough to be a root: by its own signals, or, faint itself (a few new WARN lines), by a service it
+    explains that is: a caller whose errors name it and began no earlier (``ranking.explain``). Its own signal
+    must be one of its records, not only what its callers say of it."""
+    if candidate.strength >= MIN_ROOT_STRENGTH:
+        return True
+    own = any(s.source in ("log", "metric", "kube") for s in candidate.faults)
+    return own and any(candidates[s].strength >= MIN_ROOT_STRENGTH for s in candidate.explains if s in candidates)
 
 
 def _error_lines(templates: Mapping[tuple[str, int], Any]) -> dict[str, list[str]]:

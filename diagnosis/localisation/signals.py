@@ -281,6 +281,7 @@ def log_signals(evidence: Evidence, templates: dict[tuple[str, int], Template]) 
         records = ordered = template.records  # ``mine`` keeps them in time order
         times = [r.ts for r in ordered]
         worst = template.level  # the most severe of its records' levels (``mine``)
+        faulted = False
         if at_least(worst, "WARN"):
             change = rate_change(times, low, high)
             still = ongoing(times[-1], change, high)
@@ -296,8 +297,11 @@ def log_signals(evidence: Evidence, templates: dict[tuple[str, int], Template]) 
                 signals.append(Signal(service, "log", "log", at, strength, [first.ref], template.text,
                                       detail={"level": worst, "before": before, "after": after, "new": before == 0,
                                               "template": template, "first": first}))
-        if len(records) <= 3 and times[0] - low >= MIN_BASELINE_S and not at_least(worst, "ERROR") \
-                and CHANGE_LINE.search(template.text):  # an error that says "disabled" announces no change
+                faulted = True
+        # A line that announces a change; not an error that says "disabled", nor a warning that is itself the
+        # failure ("WRONGPASS … user is disabled" repeating since the onset).
+        if len(records) <= 3 and times[0] - low >= MIN_BASELINE_S and not at_least(worst, "ERROR") and not faulted \
+                and CHANGE_LINE.search(template.text):
             first = ordered[0]
             signals.append(Signal(service, "change", "log", first.ts, 0.0, [first.ref], template.text, fault=False,
                                   detail={"what": first.message}))

@@ -694,3 +694,39 @@ def test_a_container_throttled_at_its_own_cpu_quota_is_the_root_without_waiting_
         return Candidate("wendle", [signal], 1.0, 5.0)
     assert not starved(candidate("container_cpu_cfs_throttled_periods_total"))
     assert starved(candidate("node_pressure_cpu_waiting_seconds_total"))
+
+
+def test_a_server_that_only_warns_is_the_root_when_a_failing_caller_names_it():
+    """Warnings alone never make a root, but a server whose new warnings say what its caller's errors say
+    (a TLS handshake its clients reject) is the root of what it explains."""
+    server = [(-3400 + i * 200, "", f"served GET /v1/quotes in {12 + i} ms") for i in range(15)] + [
+        (-700 + i * 70, "WARN", f"http: TLS handshake error from 10.244.7.{20 + i}:5{3000 + i}: remote error: tls: "
+                                "bad certificate") for i in range(8)]
+    results = Results()
+    results.logs("krasto", server)
+    results.metric({"__name__": "http_requests_errors_ratio", "service": "vendla"}, stepped(0.001, 0.4, 49))
+    results.logs("vendla", [(-3000 + i * 150, "", f"GET /v1/cart 200 in {30 + i} ms") for i in range(12)]
+                 + [(-690 + i * 45, "ERROR", "request to https://krasto:8443/v1/quotes failed: x509: certificate has "
+                                            "expired or is not yet valid") for i in range(12)])
+    found = localise(results.items, ["vendla"])
+    assert (found.outcome, found.root, found.kind) == ("root_cause", "krasto", "network.tls")
+    alone = Results()  # the same warnings, explaining nobody: no root
+    alone.logs("krasto", server)
+    assert localise(alone.items, ["krasto"]).outcome != "root_cause"
+
+
+def test_a_warning_that_is_the_failure_itself_announces_no_change_on_the_server():
+    """Redis logs a refused password as a warning ("WRONGPASS … or user is disabled"); repeating since the
+    onset, it is the failure, not a change of the server, so the caller that rotated its secret stays the root."""
+    results = Results()
+    results.logs("kolbas", [(-3400 + i * 200, "", "1:M 29 Nov 2026 12:00:00.000 * Background saving started")
+                            for i in range(8)]
+                 + [(-600 + i * 240, "WARN", "1:M 29 Nov 2026 12:04:59.232 # WRONGPASS invalid username-password "
+                                            "pair or user is disabled.") for i in range(3)])
+    results.logs("tavio", [(-3000 + i * 150, "", f"GET /v1/orders 200 in {30 + i} ms") for i in range(12)]
+                 + [(-598 + i * 40, "ERROR", "cannot connect to redis://kolbas:6379/0: authentication failed")
+                    for i in range(15)])
+    results.changes([(-700, "tavio", "secret", "Secret tavio-kolbas-credentials rotated")])
+    found = localise(results.items, ["tavio"])
+    assert not [s.text for s in found.context if s.source == "change" and s.entity == "kolbas"]
+    assert (found.outcome, found.root, found.kind) == ("root_cause", "tavio", "change.secret")
