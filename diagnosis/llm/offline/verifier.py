@@ -87,19 +87,22 @@ def verify(si: Mapping[str, Any]) -> VerifierReport:
     checks = [_claim_check(claim) for claim in claims]
     supported = {check.claim_id: check.supported for check in checks}
     findings = {c.get("claim_id"): finding_of(c) for c in claims}
-    roots = [c for c in claims if isinstance(findings[c.get("claim_id")], RootCause) and supported.get(c.get("claim_id"))]
-    nothing = [c for c in claims if isinstance(findings[c.get("claim_id")], NothingWrong) and supported.get(c.get("claim_id"))]
+    def supported_of(kind: type) -> list[tuple[Mapping[str, Any], Any]]:
+        return [(c, findings[c.get("claim_id")]) for c in claims
+                if isinstance(findings[c.get("claim_id")], kind) and supported.get(c.get("claim_id"))]
+
+    roots, nothing, unanswered = supported_of(RootCause), supported_of(NothingWrong), supported_of(NoTelemetry)
     if roots:
-        judgement = _judge_root_cause(roots[0], findings[roots[0].get("claim_id")], language)
+        judgement = _judge_root_cause(*roots[0], language)
     elif nothing:
         tools = {b.get("tool_name") for c in claims if supported.get(c.get("claim_id")) for b in c.get("evidence") or []}
         verdict = "PASS" if {"query_logs", "query_metrics"} <= tools else "LOW_CONFID"
         judgement = _Judgement(verdict, i18n.text(HEALTHY if verdict == "PASS" else HEALTHY_THIN, language),
                                [{"fact": "No anomaly was found in the verified evidence.", "consistent": True}])
-    elif unanswered := [f for c in claims if isinstance(f := findings[c.get("claim_id")], NoTelemetry)
-                        and supported.get(c.get("claim_id"))]:
-        judgement = _Judgement("LOW_CONFID", i18n.text(NO_DATA, language, service=unanswered[0].service),
-                               [{"fact": f"No log record or metric series of {unanswered[0].service} was returned.",
+    elif unanswered:
+        service = unanswered[0][1].service
+        judgement = _Judgement("LOW_CONFID", i18n.text(NO_DATA, language, service=service),
+                               [{"fact": f"No log record or metric series of {service} was returned.",
                                  "consistent": True}])
     elif any(supported.values()):
         judgement = _judge_unexplained(findings, language)
