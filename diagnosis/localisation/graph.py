@@ -44,6 +44,9 @@ _KEYED_HOST = re.compile(r"\b(?:db_?host|upstream_?host|peer|peer\.service|addr|
 # ``Redis<ConnectionPool<Connection<host=x,port=6379>>>``, libpq's ``host=x port=5432``. A ``host`` key alone
 # is often this side (nginx's ``host``), the pair is where a call went.
 _HOST_AND_PORT = re.compile(r"\bhost\s*=\s*[\"']?([A-Za-z0-9][A-Za-z0-9_.-]*)[\"']?\s*[,;]?\s*port\s*=\s*\d{2,5}\b", re.I)
+# Keys that name who made the call, not where it went: ``client=web-ui``, ``"caller":"jobs"``, ``source=10.0.3.7``.
+_CALLER_KEY = re.compile(r"\b(?:client|caller|source|src|origin|requester)(?:_?(?:id|name|app|service|ip|addr))?[\"']?\s*[=:]\s*"
+                         r"[\"']?([A-Za-z0-9][A-Za-z0-9_.-]*)", re.I)
 _DIGITS = re.compile(r"\d+")
 _UNSPECIFIED = {"0.0.0.0", "::"}
 # A resolver's reply that the name does not exist, as Go's resolver reports it ("lookup NAME on
@@ -54,6 +57,9 @@ _CALLER_CALLEE = (("source_workload", "destination_workload"), ("deployment", "d
                   ("source_service", "destination_service"), ("client", "server"), ("caller", "callee"),
                   ("service", "peer_service"), ("service", "peer.service"), ("service", "upstream"),
                   ("service", "server_address"), ("src", "dst"))
+# A Service's cluster DNS name, as a callee label often gives it (Istio's ``destination_service``,
+# OpenTelemetry's ``server.address``): ``<service>.<namespace>.svc[.cluster.local]``, maybe with a port.
+_CLUSTER_DNS = re.compile(r"([a-z0-9](?:[a-z0-9-]*[a-z0-9])?)\.[a-z0-9-]+\.svc(?:\.cluster\.local)?\.?(?::\d{1,5})?", re.I)
 
 
 @dataclass
@@ -166,7 +172,8 @@ def named_in(message: str, evidence: Evidence, known: set[str]) -> tuple[list[st
             found.append(target)
         elif not _PUBLIC_SUFFIX.search(name):
             unresolved.append(name)
-    clients = set(_ephemeral_clients(message))
+    callers = {m.group(1) for m in _CALLER_KEY.finditer(message)}
+    clients = set(_ephemeral_clients(message)) | callers
     for ip in _IP.findall(message):
         if ip in evidence.addresses and ip not in clients:
             found.append(evidence.addresses[ip])
@@ -174,7 +181,7 @@ def named_in(message: str, evidence: Evidence, known: set[str]) -> tuple[list[st
         # A plain word is a name only when the cluster declares a Service for that workload ("upstream neidis
         # answered after 2.8s"); otherwise "cache" or "orders" in a line may be any word.
         plain = not ("-" in word or "." in word or "_" in word)
-        if word not in found and (not plain or word in evidence.declarations):
+        if word not in found and word not in callers and (not plain or word in evidence.declarations):
             target = resolve(word, evidence, known)
             if target:
                 found.append(target)
@@ -223,6 +230,15 @@ def clients_of(service: str, evidence: Evidence) -> list[tuple[str, Ref]]:
     return list(found.items())
 
 
+def _peer(value: str, evidence: Evidence, known: set[str]) -> str:
+    """The service a caller or callee label names: an address the cluster resolves, a Service's cluster DNS
+    name read as the Service, else the label as it stands."""
+    if resolved := resolve(value, evidence, known):
+        return resolved
+    dns = _CLUSTER_DNS.fullmatch(value)
+    return dns.group(1).lower() if dns else value
+
+
 def _may_name_address(text: str) -> bool:
     return ":" in text or "=" in text
 
@@ -234,7 +250,7 @@ def build_graph(evidence: Evidence) -> DependencyGraph:
         labels = series.labels
         for a, b in _CALLER_CALLEE:
             if labels.get(a) and labels.get(b):
-                graph.add(labels[a], labels[b], "metric", series.ref)
+                graph.add(_peer(labels[a], evidence, known), _peer(labels[b], evidence, known), "metric", series.ref)
     routine: dict[tuple[str, str], int] = defaultdict(int)
     # A routine line with no ":" or "=" names no address (every address pattern needs one), so it only
     # counts towards its shape. A line that has one has it in its shape too, unless it comes after the

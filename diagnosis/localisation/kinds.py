@@ -18,7 +18,7 @@ from diagnosis.localisation.signals import Signal, metric_kind
 
 # A table, one (kind, words, weight) row per kind: its rows are alike in shape by design.
 _WORDS: tuple[tuple[str, str, float], ...] = (
-    ("network.dns", r"域名解析|解析失败|no such host|nxdomain|name resolution|unknownhost|enotfound|could not resolve(?! placeholder)|"
+    ("network.dns", r"域名解析|(?:主机名?|dns) ?解析失败|无法解析(?:主机|域名)|no such host|nxdomain|name resolution|unknownhost|enotfound|could not resolve(?! placeholder)|"
                     r"servfail|name or service not known|nodename nor servname|dns (?:lookup|resolution)|"
                     r"resolv(?!e placeholder)|lookup \S+ on", 3.0),
     ("network.tls", r"证书|x509|certificate|tls|ssl|handshake|pkix|cert(?:ificate)? (?:has )?expired|"
@@ -64,8 +64,9 @@ _WORDS: tuple[tuple[str, str, float], ...] = (
                     r"unknown column|relation \S+ does not exist|missing field", 2.5),
     # A message its consumer cannot read, as parsers word it (V8's JSON.parse "in JSON at position", Go's
     # encoding/json "looking for beginning of value", Jackson's JsonParseException), and the broker handing it
-    # back again and again (redelivered, requeued).
-    ("data.poison_message", r"deserializ|unmarshal|malformed|cannot (?:parse|decode)|[a-z]*decod(?:e|ing) ?error|unparseable|poison|"
+    # back again and again (redelivered, requeued). "解析失败" alone is a parse that failed ("支付金额解析失败");
+    # a failed name lookup says whose name ("域名解析失败", "DNS 解析失败") and is network.dns.
+    ("data.poison_message", r"(?<!域名)(?<!主机)(?<!主机名)(?<!dns)(?<!dns )解析失败|反序列化|deserializ|unmarshal|malformed|cannot (?:parse|decode)|[a-z]*decod(?:e|ing) ?error|unparseable|poison|"
                             r"dead[- ]letter|dlq|invalid (?:json|payload|message|record)|in json at position|"
                             r"looking for beginning of value|json ?parse ?exception|redeliver|requeu", 2.5),
     ("capacity.rate_limit", r"限流|rate ?limit|too many requests|429(?!\d)|throttl|slow down|request limit", 3.0),
@@ -79,7 +80,7 @@ _COMPILED = [(kind, re.compile(rf"(?<![A-Za-z0-9])(?:{words})", re.I), weight) f
 
 _METRIC_KINDS = {"cpu": "resource.cpu", "memory": "resource.memory", "disk": "resource.disk"}
 _KUBE_REASONS = (
-    (re.compile(r"OOMKilled", re.I), "resource.memory"),
+    (re.compile(r"OOMKill(?:ed|ing)|SystemOOM", re.I), "resource.memory"),  # the container's state, the node's events
     (re.compile(r"Evict", re.I), "scheduling.eviction"),
     (re.compile(r"FailedScheduling|Unschedulable", re.I), "scheduling.pending"),
     (re.compile(r"ImagePull|ErrImage|InvalidImageName", re.I), "change.image"),
@@ -200,7 +201,8 @@ def signal_votes(signal: Signal, names: set[str] | frozenset = frozenset()) -> C
 _CHANGE_WHAT = (
     ("change.flag", re.compile(r"feature[ _-]?flag|\bflag\b|toggle|experiment|rollout percentage", re.I)),
     ("change.secret", re.compile(r"secret|credential|password|api[ _-]?key|token|certificate", re.I)),
-    ("change.image", re.compile(r"\bimage\b|:\d+\.\d+\.\d+ -> |tag", re.I)),
+    # A rollout that says its image stayed ("image unchanged") changed something else: its pod template.
+    ("change.image", re.compile(r"\bimage\b(?!\s+(?:is\s+|was\s+)?(?:unchanged|the same))|:\d+\.\d+\.\d+ -> |tag", re.I)),
     ("change.config", re.compile(r"config|setting|parameter|\S+=\S+|enabled|disabled|limit|timeout|size", re.I)),
 )
 

@@ -350,7 +350,9 @@ def _doubt(top: Candidate, roots: list[Candidate], graph, evidence: Evidence, ca
         return "kind_unknown"
     ranked = sorted(top.kind_votes.items(), key=lambda kv: -kv[1])
     if len(ranked) > 1 and ranked[0][1] < KIND_MARGIN * ranked[1][1] \
-            and ranked[0][0].split(".")[0] != ranked[1][0].split(".")[0]:
+            and (ranked[0][0].split(".")[0] != ranked[1][0].split(".")[0] or not GENERIC & {ranked[0][0], ranked[1][0]}):
+        # Kinds of one family are told apart by the general one ("timed out" beside a DNS failure), never by
+        # two specific kinds in a tie (pods Pending, or their node's pressure).
         return "kind_ambiguous"
     return ""
 

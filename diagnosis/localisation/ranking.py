@@ -250,6 +250,20 @@ def _touches(change: Signal, candidate: Candidate, names) -> bool:
     return bool(said & shown)
 
 
+def _dated(candidate: Candidate) -> tuple[float | None, bool]:
+    """When the candidate's fault began, for placing changes before it, and whether all it shows is a
+    container crashing or failing its probes. Kubernetes alone gives no onset (``_onset``), but its first
+    event dates the fault no later than that: a change before it came first. Such a crash or probe failure
+    says how the container fails ("connection refused" on its own port), not why: a change on it just
+    before is the why."""
+    if candidate.onset is not None:
+        return candidate.onset, False
+    kube = [s.onset for s in candidate.faults if s.source == "kube" and s.onset is not None]
+    if not kube or any(s.source != "kube" for s in candidate.faults):
+        return None, False
+    return min(kube), True
+
+
 def _one_per_series_name(signals: list[Signal]) -> list[Signal]:
     """The same metric of several pods (or of several label sets) is one piece of evidence, not one per
     series: a workload with more replicas does not make its kind more certain."""
@@ -301,14 +315,14 @@ def cause_kind(candidate: Candidate, context: list[Signal], caller_lines: list[s
     votes.update(called)
     for text in own_lines:  # its own error shapes, also those with no rate change (a job that only fails)
         votes.update({k: 0.75 * v for k, v in word_votes(text, names).items()})
-    onset = candidate.onset
+    onset, crash_only = _dated(candidate)
     said = bool(votes)  # whether its own records (or its callers') already say what kind of fault it is
     for signal in context:
         if signal.source == "change" and signal.entity == candidate.service and onset is not None \
                 and signal.onset is not None and onset - 3600 <= signal.onset <= onset + TOLERANCE_S:
             change_votes = signal_votes(signal, names)
             typed = any(s.source == "kube" and typed_reason(s.kind, s.text) for s in candidate.faults)
-            if _touches(signal, candidate, names) and not typed:
+            if (crash_only or _touches(signal, candidate, names)) and not typed:
                 # The change touched what deviates (the setting of the cache whose misses rose): it is the
                 # cause, and what deviates is how it shows. A typed Kubernetes reason still names its own kind.
                 top = max(votes.values(), default=0.0)

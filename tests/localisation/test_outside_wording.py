@@ -1,0 +1,108 @@
+"""Classes of incidents written outside this project (docs/EVALUATION.md, "Incidents written by someone
+else"): each test holds one general rule in names and words no scenario uses."""
+
+from diagnosis.localisation.graph import build_graph
+from diagnosis.localisation.kinds import change_kind, word_votes
+from diagnosis.localisation.outcome import localise
+from diagnosis.localisation.records import read_evidence
+from tests.localisation.support import Results, iso
+
+
+def test_a_callee_label_that_is_a_cluster_dns_name_is_the_service_it_names():
+    """OpenTelemetry's ``server.address`` and Istio's ``destination_service`` often hold the Service's DNS
+    name: the edge goes to the Service, the name a query can ask for."""
+    results = Results()
+    for address in ("brindlevault.docs.svc.cluster.local", "quarnsmith.docs.svc:8443"):
+        results.metric({"__name__": "http_client_request_duration_seconds_count", "service": "stelmo",
+                        "server_address": address}, [100.0 * i for i in range(60)])
+    results.metric({"__name__": "http_client_request_duration_seconds_count", "service": "stelmo",
+                    "server_address": "api.partner.example"}, [100.0 * i for i in range(60)])
+    graph = build_graph(read_evidence(results.items))
+    assert [e.callee for e in graph.dependencies("stelmo")] == ["brindlevault", "quarnsmith", "api.partner.example"]
+
+
+def test_a_service_named_as_the_client_of_a_call_is_its_caller_not_its_dependency():
+    results = Results()
+    results.logs("front-wb", [(-600, "ERROR", "POST http://tokmint:8000/v1/refresh answered 500")])
+    results.logs("tokmint", [(-590, "ERROR", "create session failed for client=front-wb "
+                                             "(redis sesh-store.idp.svc.cluster.local:6379/0): OOM command not allowed"),
+                             (-580, "WARN", '{"msg":"token reuse","caller":"front-wb","sid":"a81f"}')])
+    results.logs("sesh-store", [(-3000, "", "1:M 29 Nov 2026 09:12:00.000 * Background saving started")])
+    graph = build_graph(read_evidence(results.items))
+    assert ("front-wb", "tokmint") in graph.edges and ("tokmint", "sesh-store") in graph.edges
+    assert ("tokmint", "front-wb") not in graph.edges
+
+
+def test_a_value_that_failed_to_parse_in_chinese_is_a_message_fault_not_a_name_lookup():
+    """"解析失败" is any parse that failed; a failed lookup says whose name it was."""
+    parsed = word_votes("积分入账失败，消息将重试 原因: 支付金额解析失败 payAmount=\"12.50元\"")
+    assert parsed.get("data.poison_message") and not parsed.get("network.dns")
+    for lookup in ("域名解析失败: pg-main.svc", "DNS 解析失败", "无法解析主机 pg-main"):
+        votes = word_votes(lookup)
+        assert votes.get("network.dns") and not votes.get("data.poison_message"), lookup
+
+
+def test_a_rollout_that_kept_its_image_is_not_an_image_change():
+    assert change_kind("rollout", "revision 31: pod template annotation reload-hash changed; "
+                                  "image unchanged registry.local/team/pickr:5.4.2") != "change.image"
+    assert change_kind("rollout", "revision 32: image registry.local/team/pickr:5.4.2 -> "
+                                  "registry.local/team/pickr:5.5.0") == "change.image"
+
+
+def _crash_looping(changed: tuple[str, str] | None, reason: str = "Unhealthy") -> Results:
+    """A service Kubernetes shows only failing its liveness probe and restarting, maybe right after a change."""
+    results = Results()
+    results.metric({"__name__": "http_server_requests_seconds_count", "service": "pickr"},
+                   [50.0 * i for i in range(60)])
+    events = [{"type": "Warning", "reason": reason, "object": f"pod/pickr-7d6f9c8b54-{pod}", "count": 6,
+               "message": f"Liveness probe failed: Get \"http://10.12.3.{n}:8081/actuator/health\": dial tcp "
+                          f"10.12.3.{n}:8081: connect: connection refused" if reason == "Unhealthy" else "",
+               "firstTimestamp": iso(-1000 + 30 * n), "lastTimestamp": iso(-40)}
+              for n, pod in enumerate(("h2kqm", "p8sxl", "z5jwc"))]
+    events += [{"type": "Normal", "reason": "Killing", "object": "pod/pickr-7d6f9c8b54-h2kqm", "count": 5,
+                "message": "Container pickr failed liveness probe, will be restarted",
+                "firstTimestamp": iso(-980), "lastTimestamp": iso(-60)}]
+    results.kubernetes({"pods": [{"name": "pickr-7d6f9c8b54-h2kqm", "labels": {"app": "pickr"}, "containers": [
+        {"name": "pickr", "restartCount": 6, "state": {"reason": "CrashLoopBackOff"},
+         "lastState": {"reason": "Error", "exitCode": 143}}]}], "events": events}, "pickr")
+    if changed:
+        results.changes([(-1020, "pickr", *changed)])
+    return results
+
+
+def test_a_container_that_fails_its_probes_right_after_its_own_change_fails_because_of_the_change():
+    """"Connection refused" on its own port is how the container fails its probe, not why; the ConfigMap
+    changed just before the first failure is why."""
+    config = localise(_crash_looping(("config", "data.application.yaml: management.server.port 8081 -> 9091")).items,
+                      ["pickr"])
+    assert (config.root, config.kind) == ("pickr", "change.config")
+    unchanged = localise(_crash_looping(None).items, ["pickr"])
+    assert unchanged.root == "pickr" and not unchanged.kind.startswith("change.")
+    # A reason that names its own kind keeps it, whatever changed before.
+    killed = localise(_crash_looping(("config", "data.application.yaml: cache.size 100 -> 400"), "OOMKilling").items,
+                      ["pickr"])
+    assert killed.kind != "change.config"
+
+
+def test_two_specific_kinds_of_one_family_in_a_tie_leave_the_kind_undetermined():
+    """A node went NotReady and the pods it lost stay Pending: node trouble or scheduling, the evidence
+    weighs both alike, so no kind is named with confidence."""
+    results = Results()
+    results.metric({"__name__": "http_server_requests_seconds_count", "service": "rankly"},
+                   [40.0 * i for i in range(60)])
+    results.logs("rankly", [(-3000 + i * 150, "", f"GET /v2/rank 200 in {20 + i} ms") for i in range(15)])
+    pods = [{"name": f"rankly-5c9d7b6f4-{pod}", "labels": {"app": "rankly"}, "containers": [
+        {"name": "rankly", "restartCount": 0, "state": {"state": "running" if pod == "q8w3n" else "waiting"}}]}
+        for pod in ("q8w3n", "a1b2c", "d3e4f", "g5h6i", "j7k8l")]
+    results.kubernetes({"pods": pods, "events": [
+        {"type": "Warning", "reason": "NodeNotReady", "object": f"pod/rankly-5c9d7b6f4-{pod}", "count": 1,
+         "message": "Node is not ready", "firstTimestamp": iso(-1200), "lastTimestamp": iso(-1200)}
+        for pod in ("a1b2c", "d3e4f")] + [
+        {"type": "Warning", "reason": "FailedScheduling", "object": f"pod/rankly-5c9d7b6f4-{pod}", "count": 9,
+         "message": "0/8 nodes are available: 2 Insufficient memory, 6 node(s) had untolerated taint.",
+         "firstTimestamp": iso(-1100), "lastTimestamp": iso(-30)} for pod in ("g5h6i", "j7k8l")]}, "rankly")
+    found = localise(results.items, ["rankly"])
+    top = found.top()
+    assert top.service == "rankly"
+    assert top.kind_votes["scheduling.pending"] == top.kind_votes["scheduling.node_pressure"]
+    assert (found.outcome, found.reason) == ("undetermined", "kind_ambiguous")
