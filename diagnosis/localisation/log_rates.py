@@ -11,6 +11,19 @@ import math
 
 LOG_LLR = 4.0  # log-likelihood ratio of a template's rate change to count
 MIN_BASELINE_S = 480  # seconds of logs before a change needed to call it a change
+NEW_EXPECTED = 1.0  # lines its own spacing would have put in the baseline (none then has a chance under e^-1)
+
+
+def unseen_before(change: tuple[float, float, int, int], times: list[float], low: float) -> bool:
+    """Whether a template seen only since ``change``'s split would have shown in the baseline at the spacing
+    of its own lines (first to last, so a job that failed four times and stopped keeps its pace): four lines
+    900 s apart after 485 quiet seconds are a sparse routine shape whose baseline was too short to hold one
+    (e^-0.5, an even chance), not a new one."""
+    _llr_, at, before, after = change
+    if before or after < 2:
+        return False
+    spacing = max(times[-1] - at, 1.0) / (after - 1)
+    return (at - low) / spacing >= NEW_EXPECTED
 
 
 def _llr(n1: int, d1: float, n2: int, d2: float) -> float:

@@ -17,7 +17,7 @@ from typing import Mapping
 
 from diagnosis.localisation.deviation import Shift, rates, ratio, shift
 from diagnosis.localisation.levels import at_least
-from diagnosis.localisation.log_rates import LOG_LLR, MIN_BASELINE_S, ongoing, rate_change
+from diagnosis.localisation.log_rates import LOG_LLR, MIN_BASELINE_S, ongoing, rate_change, unseen_before
 from diagnosis.localisation.records import Evidence, LogRecord, MetricSeries, Ref, service_of, workload_of
 from diagnosis.localisation.templates import Template, mine, zeroed
 
@@ -286,7 +286,7 @@ def log_signals(evidence: Evidence, templates: dict[tuple[str, int], Template]) 
             change = rate_change(times, low, high)
             still = ongoing(times[-1], change, high)
             # A rate that jumped, or an error shape never seen in a baseline of clean logs (a new template).
-            new_error = change is not None and change[2] == 0 and change[3] >= 2 and at_least(worst, "ERROR")
+            new_error = change is not None and change[3] >= 2 and at_least(worst, "ERROR") and unseen_before(change, times, low)
             if change and (change[0] >= LOG_LLR or new_error) and still and (change[3] >= 2 or worst == "FATAL"):
                 llr, at, before, after = change
                 first = next(r for r in ordered if r.ts >= at)

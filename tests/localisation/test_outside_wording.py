@@ -106,3 +106,22 @@ def test_two_specific_kinds_of_one_family_in_a_tie_leave_the_kind_undetermined()
     assert top.service == "rankly"
     assert top.kind_votes["scheduling.pending"] == top.kind_votes["scheduling.node_pressure"]
     assert (found.outcome, found.reason) == ("undetermined", "kind_ambiguous")
+
+
+def _sparse_fatal(times: list[int]) -> Results:
+    results = Results()
+    results.logs("pgx-main", [(-3500 + i * 300, "", "LOG:  checkpoint complete: wrote 4921 buffers") for i in range(12)]
+                 + [(t, "FATAL", "[35056] app@tiles FATAL:  terminating connection due to idle-session timeout")
+                    for t in times])
+    results.metric({"__name__": "pg_stat_database_numbackends", "service": "pgx-main"}, [12.0] * 60)
+    return results
+
+
+def test_an_error_that_recurs_at_its_own_sparse_pace_is_routine_not_a_new_failure():
+    """PostgreSQL ends an idle session every quarter of an hour with a FATAL line: the first came 8 minutes
+    into the hour, too early for its absence before to mean anything. The same lines packed into the last
+    minutes after a quiet hour are new."""
+    routine = localise(_sparse_fatal([-3114, -2215, -1314, -414]).items, ["pgx-main"])
+    assert routine.outcome == "nothing_wrong"
+    burst = localise(_sparse_fatal([-500, -390, -280, -170]).items, ["pgx-main"])
+    assert (burst.outcome, burst.root) == ("root_cause", "pgx-main")
