@@ -132,29 +132,40 @@ def _counts_up(values: list[float]) -> bool:
 _POD_IDENTITY = ("pod", "pod_name", "instance", "id", "container_id", "uid", "pod_ip")
 
 
-def _pod_key(name: str, labels: Mapping[str, str]) -> tuple | None:
-    """A pod's series without what names the pod: the same metric of the same workload in another pod."""
+# A label whose value is one backend's address (nginx-vts ``backend``, Envoy's ``upstream_host``): the series of
+# one endpoint of a pool, as a pod's series are one replica of a workload.
+_ENDPOINT_VALUE = re.compile(r"\d{1,3}(?:\.\d{1,3}){3}(?::\d{1,5})?")
+
+
+def _pod_key(name: str, labels: Mapping[str, str]) -> tuple[tuple, str] | None:
+    """A pod's (or a pool endpoint's) series without what names the pod: the same metric of the same workload
+    in another pod, and the pod it is in."""
     pod = labels.get("pod") or labels.get("pod_name")
-    if not pod:
+    if pod:
+        return (name, workload_of(pod), tuple(sorted((k, v) for k, v in labels.items()
+                                                     if k not in _POD_IDENTITY and k != "__name__"))), pod
+    endpoints = [k for k, v in labels.items() if k not in _POD_IDENTITY and _ENDPOINT_VALUE.fullmatch(v)]
+    if len(endpoints) != 1:
         return None
-    return (name, workload_of(pod), tuple(sorted((k, v) for k, v in labels.items()
-                                                 if k not in _POD_IDENTITY and k != "__name__")))
+    return (name, endpoints[0], tuple(sorted((k, v) for k, v in labels.items()
+                                             if k not in _POD_IDENTITY and k not in endpoints and k != "__name__"))), \
+        labels[endpoints[0]]
 
 
 def _replaced(derived: list) -> set[int]:
     """Pod series that stop because another pod of the same workload took over (a rollout, a rescheduled
-    pod): churn, not a process that went away. Their successor reports after they stop."""
+    pod), and a pool's endpoint series that stop because another endpoint took over: churn, not a process
+    that went away. Their successor reports after they stop."""
     last_by_key: dict[tuple, list[tuple[float, str]]] = defaultdict(list)
-    for series, name, times, _ in derived:
-        key = _pod_key(name, series.labels)
-        if key is not None and times:
-            last_by_key[key].append((times[-1], series.labels.get("pod") or series.labels.get("pod_name")))
+    keyed = [(series, times, _pod_key(name, series.labels)) for series, name, times, _ in derived]
+    for _series, times, found in keyed:
+        if found is not None and times:
+            last_by_key[found[0]].append((times[-1], found[1]))
     out = set()
-    for series, name, times, _ in derived:
-        key = _pod_key(name, series.labels)
-        if key is None or not times:
+    for series, times, found in keyed:
+        if found is None or not times:
             continue
-        pod = series.labels.get("pod") or series.labels.get("pod_name")
+        key, pod = found
         if any(last > times[-1] + 60 and other != pod for last, other in last_by_key[key]):
             out.add(id(series))
     return out

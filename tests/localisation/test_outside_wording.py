@@ -1,11 +1,13 @@
 """Classes of incidents written outside this project (docs/EVALUATION.md, "Incidents written by someone
 else"): each test holds one general rule in names and words no scenario uses."""
 
+from datetime import timedelta
+
 from diagnosis.localisation.graph import build_graph
 from diagnosis.localisation.kinds import change_kind, word_votes
 from diagnosis.localisation.outcome import localise
 from diagnosis.localisation.records import read_evidence
-from tests.localisation.support import Results, iso
+from tests.localisation.support import NOW, Results, iso
 
 
 def test_a_callee_label_that_is_a_cluster_dns_name_is_the_service_it_names():
@@ -125,3 +127,31 @@ def test_an_error_that_recurs_at_its_own_sparse_pace_is_routine_not_a_new_failur
     assert routine.outcome == "nothing_wrong"
     burst = localise(_sparse_fatal([-500, -390, -280, -170]).items, ["pgx-main"])
     assert (burst.outcome, burst.root) == ("root_cause", "pgx-main")
+
+
+def test_endpoint_series_of_a_pool_that_stop_when_new_endpoints_take_over_are_a_rollout_not_a_stop():
+    """nginx-vts counts per backend address: a rollout replaces every address of the pool, so the old
+    series stop as the new ones start. A pool whose series stop with no successor did lose its backends."""
+    def pool(successors: bool) -> Results:
+        results = Results()
+        series = []
+        for n, old in enumerate(("10.42.1.57", "10.42.2.23", "10.42.3.88")):
+            labels = {"__name__": "nginx_vts_upstream_requests_total", "service": "stampweb", "upstream": "stamp_api",
+                      "backend": f"{old}:8080", "code": "2xx"}
+            series.append({"labels": labels, "values": [[_at(i), str(30000 + 300 * i)] for i in range(40 + n)]})
+            if successors:
+                new = dict(labels, backend=f"10.42.{n + 4}.141:8080")
+                series.append({"labels": new, "values": [[_at(i), str(300 * (i - 38))] for i in range(39 + n, 60)]})
+        results._add("query_metrics", {"service": "stampweb"},
+                     {"start": iso(-3600), "end": iso(0), "step": 60, "series": series})
+        results.logs("stampweb", [(-3500 + i * 200, "", f"GET /v1/stamps 200 in {20 + i} ms") for i in range(17)])
+        return results
+
+    assert localise(pool(successors=True).items, ["stampweb"]).outcome == "nothing_wrong"
+    stopped = localise(pool(successors=False).items, ["stampweb"])
+    assert stopped.outcome != "nothing_wrong" and any(s.kind == "stopped" for s in stopped.top().faults)
+
+
+def _at(i: int) -> float:
+    """The time of sample ``i`` of an hour of one-minute samples ending now."""
+    return (NOW - timedelta(seconds=60 * (59 - i))).timestamp()
