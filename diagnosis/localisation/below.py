@@ -88,6 +88,20 @@ def gone_unexplained(top: Candidate, evidence: Evidence) -> bool:
             and not (top.kind or "").startswith("change.") and top.service not in evidence.kube_asked)
 
 
+# A lookup the resolver did not answer (EAI_AGAIN, SERVFAIL, a resolver at :53 that refuses or times out), as
+# resolvers' clients word it; "no such host" and NXDOMAIN are answers: the name asked for does not exist.
+_RESOLVER_FAILED = re.compile(r"temporary failure in name resolution|server misbehaving|servfail|eai_again|"
+                              r"no servers could be reached|lookup \S+ on \S+:53: (?:read udp \S+ )?"
+                              r"(?:i/o timeout|connection refused|.*?no route to host)", re.I)
+
+
+def resolver_failed(top: Candidate) -> bool:
+    """Its name lookups failed because the resolver did not answer: the cluster's DNS server (or the pod's
+    resolver setting) is where that begins, not the service that asked."""
+    return top.kind == "network.dns" and any(
+        _RESOLVER_FAILED.search(text) for s in top.faults for text in [s.text, *(r.excerpt for r in s.refs[:1])])
+
+
 PRECISE_ANSWERS = ("network.tls", "capacity.rate_limit")  # a peer's own answer, as its callers quote it
 
 

@@ -43,7 +43,9 @@ _KEYED_HOST = re.compile(r"\b(?:db_?host|upstream_?host|peer|peer\.service|addr|
 # A host given with its port as a pair of keys: Python clients' ``HTTPConnectionPool(host='x', port=80)`` and
 # ``Redis<ConnectionPool<Connection<host=x,port=6379>>>``, libpq's ``host=x port=5432``. A ``host`` key alone
 # is often this side (nginx's ``host``), the pair is where a call went.
-_HOST_AND_PORT = re.compile(r"\bhost\s*=\s*[\"']?([A-Za-z0-9][A-Za-z0-9_.-]*)[\"']?\s*[,;]?\s*port\s*=\s*\d{2,5}\b", re.I)
+# A server's own line gives its client the same way, with the client's ephemeral port (PostgreSQL's
+# "connection received: host=10.0.3.7 port=51234"): that pair names who called.
+_HOST_AND_PORT = re.compile(r"\bhost\s*=\s*[\"']?([A-Za-z0-9][A-Za-z0-9_.-]*)[\"']?\s*[,;]?\s*port\s*=\s*(\d{2,5})\b", re.I)
 # Keys that name who made the call, not where it went: ``client=web-ui``, ``"caller":"jobs"``, ``source=10.0.3.7``.
 _CALLER_KEY = re.compile(r"\b(?:client|caller|source|src|origin|requester)(?:_?(?:id|name|app|service|ip|addr))?[\"']?\s*[=:]\s*"
                          r"[\"']?([A-Za-z0-9][A-Za-z0-9_.-]*)", re.I)
@@ -146,7 +148,8 @@ def _addresses(message: str) -> list[str]:
     line reports (its resolution worked; the name it was asked for is what failed)."""
     names = [m.group(1) for m in _URL_HOST.finditer(message)] + [m.group(1) for m in _HOST_PORT.finditer(message)]
     names += [m.group(1) for m in _IP_PORT.finditer(message) if int(m.group(2)) < EPHEMERAL_FROM]
-    names += [m.group(1) for m in _KEYED_HOST.finditer(message)] + [m.group(1) for m in _HOST_AND_PORT.finditer(message)]
+    names += [m.group(1) for m in _KEYED_HOST.finditer(message)]
+    names += [m.group(1) for m in _HOST_AND_PORT.finditer(message) if int(m.group(2)) < EPHEMERAL_FROM]
     answered = {m.group(1) for m in _RESOLVER_ANSWERED.finditer(message)}
     return [n.rstrip(".") for n in dict.fromkeys(names)
             if not _SOURCE_FILE.search(n) and n not in _UNSPECIFIED and n not in answered]
@@ -160,7 +163,8 @@ def outside_hosts(message: str) -> list[str]:
 
 def _ephemeral_clients(message: str) -> list[str]:
     """The IPs a line gives with an ephemeral port: the clients of connections the line's own service accepted."""
-    return [m.group(1) for m in _CLIENT_PORT.finditer(message) if int(m.group(2)) >= EPHEMERAL_FROM]
+    return [m.group(1) for pattern in (_CLIENT_PORT, _HOST_AND_PORT) for m in pattern.finditer(message)
+            if int(m.group(2)) >= EPHEMERAL_FROM]
 
 
 def named_in(message: str, evidence: Evidence, known: set[str]) -> tuple[list[str], list[str]]:

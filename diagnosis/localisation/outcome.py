@@ -20,12 +20,13 @@ from typing import Any, Iterable, Mapping
 
 from diagnosis.localisation.collector import collector_paused
 from diagnosis.localisation.below import (NextCheck, beyond, errors_point_below, gone_unexplained, next_checks,
-                                          nodes_to_examine, of_its_own, outside_unresolved, seen_only_by_callers)
+                                          nodes_to_examine, of_its_own, outside_unresolved, resolver_failed,
+                                          seen_only_by_callers)
 from diagnosis.localisation.graph import Edge, DependencyGraph, build_graph, clients_of, named_in
 from diagnosis.localisation.kinds import GENERIC, change_kind, kind_named, word_votes
 from diagnosis.localisation.levels import WARN_OR_WORSE, at_least
 from diagnosis.localisation.ranking import (TOLERANCE_S, Candidate, backlog_only, busy_only, cause_kind, candidates_of,
-                                           explain, rank, starved, symptom_only)
+                                           explain, only_waited_for, rank, starved, symptom_only)
 from diagnosis.localisation.records import Evidence, Ref, read_evidence
 from diagnosis.localisation.log_rates import MIN_BASELINE_S
 from diagnosis.localisation.signals import Signal, all_signals
@@ -40,7 +41,7 @@ class Localisation:
     root: str | None = None
     kind: str | None = None
     onset: float | None = None
-    reason: str = ""  # why undetermined: not_separated | kind_ambiguous | dependency_not_examined | ...
+    reason: str = ""  # why undetermined: not_separated | kind_ambiguous | dependency_not_examined | dependency_quiet | ...
     candidates: list[Candidate] = field(default_factory=list)
     subject: list[str] = field(default_factory=list)
     without_data: list[str] = field(default_factory=list)
@@ -338,6 +339,13 @@ def _doubt(top: Candidate, roots: list[Candidate], graph, evidence: Evidence, ca
         return "state_not_examined"
     if seen_only_by_callers(top, evidence):
         return "metrics_not_examined"
+    if resolver_failed(top):
+        return "resolver_not_examined"
+    if only_waited_for(top) and top.service in evidence.metrics_asked and top.kind in GENERIC:
+        # Its own series were read and deviate in nothing, and nothing says what it is (a database the callers'
+        # statements wait for): that they waited on an address is their view, and the path to it, or the
+        # callers themselves, may be what is slow.
+        return "dependency_quiet"
     if (top.kind or "").startswith("dependency.") and top.role != top.kind:
         return "dependency_not_identified"  # its errors blame a dependency the evidence does not name
     if nodes_to_examine(top, graph, evidence, quiet):

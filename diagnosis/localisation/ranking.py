@@ -123,7 +123,7 @@ def _slowed_by_node(workload: Candidate, node: Candidate, graph: DependencyGraph
         and symptom_only(workload)
 
 
-def _only_waited_for(dependency: Candidate) -> bool:
+def only_waited_for(dependency: Candidate) -> bool:
     """Examined and deviating in nothing of its own: all it has is callers' lines that they waited for it.
     A refusal or a bad certificate names a fault of the peer; a wait does not."""
     faults = dependency.faults
@@ -144,7 +144,7 @@ def explain(candidates: dict[str, Candidate], graph: DependencyGraph) -> None:
                 continue  # a node explains starvation of what it is short of, not an application's own errors
             if edge.via != "placement" and busy_only(dependency):
                 continue  # a dependency that is only busier serves its callers as before
-            if _only_waited_for(dependency) and any(s.kind == "saturation" for s in candidate.faults):
+            if only_waited_for(dependency) and any(s.kind == "saturation" for s in candidate.faults):
                 continue  # callers that waited on it, while it shows nothing itself: the caller's own pool ran dry
             options.append((dependency.onset if dependency.onset is not None else math.inf,
                             -dependency.strength, dependency.service, edge))

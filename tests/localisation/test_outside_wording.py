@@ -7,7 +7,7 @@ from diagnosis.localisation.graph import build_graph
 from diagnosis.localisation.kinds import change_kind, word_votes
 from diagnosis.localisation.outcome import localise
 from diagnosis.localisation.records import read_evidence
-from tests.localisation.support import NOW, Results, iso
+from tests.localisation.support import NOW, Results, iso, stepped
 
 
 def test_a_callee_label_that_is_a_cluster_dns_name_is_the_service_it_names():
@@ -155,3 +155,70 @@ def test_endpoint_series_of_a_pool_that_stop_when_new_endpoints_take_over_are_a_
 def _at(i: int) -> float:
     """The time of sample ``i`` of an hour of one-minute samples ending now."""
     return (NOW - timedelta(seconds=60 * (59 - i))).timestamp()
+
+
+def _pods(*pods: tuple[str, str, str]) -> dict:
+    return {"pods": [{"name": name, "labels": {"app": app}, "podIP": ip, "containers": [
+        {"name": app, "ready": True, "restartCount": 0, "state": {"state": "running"}}]} for name, app, ip in pods]}
+
+
+def test_a_server_line_giving_its_client_as_host_and_ephemeral_port_names_a_caller():
+    """PostgreSQL's "connection received: host=… port=56840" is who connected; libpq's "host=… port=5432"
+    in a client's line is where it connected."""
+    results = Results()
+    results.kubernetes(_pods(("notif-api-6b7c8d9f5-4kx8p", "notif-api", "10.42.4.11"),
+                             ("pgn-0", "pgn", "10.42.6.30")))
+    results.logs("pgn", [(-3000, "", "2026-11-29 11:10:00.000 UTC [3217] [unknown]@[unknown] LOG:  connection received: "
+                                     "host=10.42.4.11 port=56840")])
+    results.logs("notif-api", [(-600, "ERROR", "could not connect: host=10.42.6.30 port=5432 dbname=notif: timeout")])
+    graph = build_graph(read_evidence(results.items))
+    assert ("pgn", "notif-api") not in graph.edges
+    assert ("notif-api", "pgn") in graph.edges
+
+
+def _waited_for(own_metrics: bool) -> Results:
+    """prefz's reads from pgz time out and its latency rose; pgz itself shows nothing."""
+    results = Results()
+    results.kubernetes(_pods(("prefz-7d8c9b6f4-hq2zl", "prefz", "10.42.5.23"), ("pgz-0", "pgz", "10.42.6.30")))
+    results.metric({"__name__": "http_request_duration_seconds", "service": "prefz", "quantile": "0.99"},
+                   stepped(0.05, 1.4, 44))
+    results.logs("prefz", [(-3000 + i * 150, "", f"GET /v1/prefs 200 in {20 + i} ms") for i in range(15)]
+                 + [(-880 + i * 60, "ERROR", '{"level":"ERROR","msg":"get prefs","err":"read tcp '
+                                            f'10.42.5.23:{41000 + i}->10.42.6.30:5432: i/o timeout"}}')
+                    for i in range(14)])
+    results.logs("pgz", [(-3400 + i * 600, "", "LOG:  checkpoint complete: wrote 224 buffers") for i in range(6)])
+    if own_metrics:
+        results.metric({"__name__": "pg_stat_database_xact_commit_total", "service": "pgz"},
+                       [1000.0 * i for i in range(60)])
+    return results
+
+
+def test_a_dependency_its_callers_only_waited_for_while_its_own_series_are_flat_is_not_named_with_confidence():
+    quiet = localise(_waited_for(own_metrics=True).items, ["prefz"])
+    assert (quiet.outcome, quiet.reason) == ("undetermined", "dependency_quiet")
+    unread = localise(_waited_for(own_metrics=False).items, ["prefz"])
+    assert (unread.outcome, unread.reason) == ("undetermined", "metrics_not_examined")
+
+
+def _lookups_failing(error: str) -> Results:
+    results = Results()
+    results.logs("tallyr", [(-3400 + i * 300, "", f"INFO tally.run: batch #{88100 + i} reconciled (2.1s)") for i in range(9)]
+                 + [(-780 + i * 60, "ERROR", f"tally.db: connect attempt 3/3 to pgt.ledger.svc.cluster.local:5432 "
+                                            f"failed: {error}") for i in range(13)])
+    results.metric({"__name__": "tally_batches_behind", "service": "tallyr"}, stepped(0, 14, 47))
+    results.logs("pgt", [(-3500 + i * 400, "", "LOG:  checkpoint complete: wrote 512 buffers") for i in range(9)])
+    results.metric({"__name__": "pg_stat_database_xact_commit_total", "service": "pgt"}, [900.0 * i for i in range(60)])
+    return results
+
+
+def test_a_lookup_the_resolver_did_not_answer_leaves_the_cluster_dns_to_examine():
+    """"Temporary failure in name resolution" (EAI_AGAIN) is the resolver not answering: where that begins is
+    the cluster's DNS server or the pod's resolver setting, not the service that asked. A name the resolver
+    says does not exist is that service's own."""
+    unanswered = localise(_lookups_failing('could not translate host name "pgt.ledger.svc.cluster.local" to '
+                                           "address: Temporary failure in name resolution").items, ["tallyr"])
+    assert (unanswered.outcome, unanswered.reason, unanswered.kind) == \
+        ("undetermined", "resolver_not_examined", "network.dns")
+    answered = localise(_lookups_failing('could not translate host name "pgt.ledger.svc.cluster.local" to '
+                                         "address: Name or service not known").items, ["tallyr"])
+    assert (answered.outcome, answered.root, answered.kind) == ("root_cause", "tallyr", "network.dns")

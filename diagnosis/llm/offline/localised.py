@@ -44,6 +44,9 @@ REASONS = {
     "node_hosts_several": "the node it runs on is short of memory or CPU, and several workloads on it slowed down",
     "state_not_examined": "it went away, and its Kubernetes state, which says why, was not examined",
     "metrics_not_examined": "only its callers' lines show it, and its own metrics were not examined",
+    "resolver_not_examined": "its name lookups failed because the resolver did not answer; the cluster's DNS server "
+                             "and the pod's resolver setting were not examined",
+    "dependency_quiet": "its callers say they waited for it, while its own metrics deviate in nothing",
 }
 
 
