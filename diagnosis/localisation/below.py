@@ -223,6 +223,8 @@ def errors_point_below(evidence: Evidence, subject: list[str], known: set[str]) 
             targets, unresolved = named_in(record.message, evidence, known - {record.service})
             for address in unresolved:
                 name = service_in_address(address)
+                if name is None and evidence.address_book:
+                    continue  # the cluster's Services were read and none answers there (a pod since replaced)
                 if name is None:
                     return "address_not_resolved", [NextCheck("query_kubernetes", {"kind": "service"},
                                                               f"which Service answers at {address}")]

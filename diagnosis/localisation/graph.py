@@ -235,10 +235,12 @@ def clients_of(service: str, evidence: Evidence) -> list[tuple[str, Ref]]:
 
 
 def _peer(value: str, evidence: Evidence, known: set[str]) -> str:
-    """The service a caller or callee label names: an address the cluster resolves, a Service's cluster DNS
-    name read as the Service, else the label as it stands."""
+    """The service a caller or callee label names: an address the cluster resolves, a known service spelt
+    with underscores, a Service's cluster DNS name read as the Service, else the label as it stands."""
     if resolved := resolve(value, evidence, known):
         return resolved
+    if "_" in value and value.replace("_", "-") in known:
+        return value.replace("_", "-")  # an nginx upstream block named after the service (``perks_api``)
     dns = _CLUSTER_DNS.fullmatch(value)
     return dns.group(1).lower() if dns else value
 

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import Any, Iterable, Mapping
 
+from diagnosis.localisation.churn import without_rollout_churn
 from diagnosis.localisation.collector import collector_paused
 from diagnosis.localisation.below import (NextCheck, beyond, errors_point_below, gone_unexplained, next_checks,
                                           nodes_to_examine, of_its_own, outside_unresolved, resolver_failed,
@@ -111,6 +112,7 @@ def localise_evidence(evidence: Evidence, subject: Iterable[str] = ()) -> Locali
     if subject and len(without) == len(subject):
         return Localisation("no_data", subject=subject, without_data=without, context=context, graph=graph,
                             next_checks=[NextCheck("query_logs", {"service": s}, "no telemetry was found") for s in without])
+    signals = without_rollout_churn(signals, evidence, graph)
     signals += named_signals(signals, evidence, graph)
     signals += placed_signals(signals, graph)
     candidates = candidates_of(signals)
@@ -144,9 +146,8 @@ def localise_evidence(evidence: Evidence, subject: Iterable[str] = ()) -> Locali
             result.outcome, result.reason = "undetermined", "node_hosts_several"
             return result
         roots[0] = top = _on_its_node(result, workload, top)
-    result.root, result.kind, result.onset = top.service, top.kind, top.onset
+    result.root, result.kind, result.onset, result.outcome = top.service, top.kind, top.onset, "root_cause"
     result.path = graph.path(subject, top.service)
-    result.outcome = "root_cause"
     reason = _doubt(top, roots, graph, evidence, candidates, context, subject)
     if reason:
         result.outcome, result.reason = "undetermined", reason

@@ -87,6 +87,7 @@ class KubeFact:
     ts: float | None
     message: str
     warning: bool
+    last: float | None = None  # an event's last report (its ``ts`` is the first)
 
 
 @dataclass
@@ -487,8 +488,9 @@ def _read_events(evidence: Evidence, inv: str, events: list[Any]) -> int:
         message = str(event.get("message") or "")
         reason = str(event.get("reason") or "")
         ts = parse_time(event.get("firstTimestamp") or event.get("eventTime") or event.get("lastTimestamp"))
+        last = parse_time(event.get("lastTimestamp") or event.get("eventTime") or event.get("firstTimestamp"))
         evidence.kube.append(KubeFact(Ref(inv, "query_kubernetes", f"$.events[{i}].message", message), service, reason,
-                                      ts, message, str(event.get("type") or "") == "Warning"))
+                                      ts, message, str(event.get("type") or "") == "Warning", last))
         count += 1
     return count
 

@@ -367,7 +367,7 @@ def kube_signals(evidence: Evidence) -> list[Signal]:
             continue
         strength = 0.5 if fact.reason in ("BackOff", "Unhealthy", "CrashLoopBackOff", "Killing") else 0.75
         signals.append(Signal(fact.service, "kube", fact.reason, fact.ts, strength, [fact.ref],
-                              f"{fact.reason} {fact.message}"))
+                              f"{fact.reason} {fact.message}", detail={"last": fact.last}))
     return signals
 
 

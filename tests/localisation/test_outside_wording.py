@@ -222,3 +222,50 @@ def test_a_lookup_the_resolver_did_not_answer_leaves_the_cluster_dns_to_examine(
     answered = localise(_lookups_failing('could not translate host name "pgt.ledger.svc.cluster.local" to '
                                          "address: Name or service not known").items, ["tallyr"])
     assert (answered.outcome, answered.root, answered.kind) == ("root_cause", "tallyr", "network.dns")
+
+
+def _rolled_out(still_failing: bool, errors_stay: bool = False) -> Results:
+    """stampy rolled out 20 minutes ago: its new pods failed readiness while warming up, the proxy in front
+    logged refused connections to the old pods, and (unless ``still_failing``) all was quiet after."""
+    results = Results()
+    results.kubernetes({"services": [{"name": "stampy", "namespace": "loyal", "selector": {"app": "stampy"},
+                                      "clusterIP": "10.43.9.9", "ports": [{"port": 8080}]}]}, "")
+    results.metric({"__name__": "nginx_vts_upstream_requests_total", "service": "stampweb", "upstream": "stampy",
+                    "code": "2xx"}, [300.0 * i for i in range(60)])
+    burst = [-1170, -1140, -1100] + ([-400, -250, -90] if still_failing else [])
+    results.logs("stampweb", [(-3500 + i * 200, "", f'10.42.0.9 - - "GET /v1/stamps HTTP/1.1" 200 {20 + i}')
+                              for i in range(17)]
+                 + [(t, "ERROR", "[error] 31#31: *1905521 connect() failed (111: Connection refused) while connecting "
+                                 "to upstream, upstream: \"http://10.42.1.57:8080/v1/stamps\"") for t in burst])
+    results.logs("stampy", [(-3500 + i * 200, "", "GET /v1/stamps 200 in 12 ms") for i in range(17)])
+    results._add("query_kubernetes", {"kind": "deployment", "name": "stampy"}, {"pods": [], "events": [
+        {"type": "Warning", "reason": "Unhealthy", "object": "pod/stampy-6f7d9c5b8-r2k4m", "count": 4,
+         "message": "Readiness probe failed: HTTP probe failed with statuscode: 503",
+         "firstTimestamp": iso(-1180), "lastTimestamp": iso(-1120 if not still_failing else -60)},
+        {"type": "Normal", "reason": "Killing", "object": "pod/stampy-7c9d8f6b5-x9z8w", "count": 1,
+         "message": "Stopping container stampy", "firstTimestamp": iso(-1190), "lastTimestamp": iso(-1190)}]})
+    results.changes([(-1200, "stampy", "rollout", "revision 57: image reg.local/stampy:2.31.0 -> reg.local/stampy:2.31.1")])
+    if errors_stay:  # the lines stopped, but its callers' error rate stayed up
+        results.metric({"__name__": "http_requests_total", "service": "stampy", "code": "500"},
+                       [2.0 * i for i in range(40)] + [80.0 + 60.0 * i for i in range(20)])
+    return results
+
+
+def test_a_rollout_whose_pods_warmed_up_and_whose_callers_recovered_is_nothing_wrong():
+    """Killing the old pods, readiness failures while the new ones warm up and a proxy's refused connections
+    to the old pods' addresses, all within minutes of the rollout and quiet since: how a rollout looks. The
+    nginx upstream block named after the service (``stampy`` here, often with underscores) is its edge."""
+    assert localise(_rolled_out(still_failing=False).items, ["stampy"]).outcome == "nothing_wrong"
+    failing = localise(_rolled_out(still_failing=True).items, ["stampy"])
+    assert failing.outcome != "nothing_wrong" and failing.top().service in ("stampy", "stampweb")
+    erring = localise(_rolled_out(still_failing=False, errors_stay=True).items, ["stampy"])
+    assert erring.outcome != "nothing_wrong" and erring.top().service == "stampy"
+    assert any(s.source == "kube" for s in erring.top().faults)  # its restarts stay part of the story
+
+
+def test_an_upstream_label_spelt_with_underscores_is_the_service():
+    results = Results()
+    results.logs("perky-api", [(-3000, "", "GET /v1/rewards 200 in 12 ms")])
+    results.metric({"__name__": "nginx_vts_upstream_requests_total", "service": "perky-web", "upstream": "perky_api",
+                    "code": "2xx"}, [300.0 * i for i in range(60)])
+    assert ("perky-web", "perky-api") in build_graph(read_evidence(results.items)).edges
