@@ -7,7 +7,7 @@ and the figure since the general rules that their failures showed.
 The set was read while those rules were written, so it now guards against regressions, not a measure of
 generalisation. The test holds what must never break, on every run: it finishes, cites only verified
 evidence, and is never confidently wrong. It does not pin the hit rate, which is a measurement, but keeps a
-floor under it (24 of 36 today)."""
+floor under it (26 of 36 today)."""
 
 from __future__ import annotations
 
@@ -30,4 +30,4 @@ def test_incidents_written_elsewhere_are_never_answered_with_confidence_on_a_wro
         assert not score.false_confidence, (score.scenario, score.language)
         assert score.root_cause_hit == (score.service_hit and score.cause_hit), score
     hits = [s for s in scores if s.root_cause_hit or s.nothing_wrong_correct]
-    assert len(hits) * 10 >= 6 * len(scores), [(s.scenario, s.language) for s in scores if s not in hits]
+    assert len(hits) * 3 >= 2 * len(scores), [(s.scenario, s.language) for s in scores if s not in hits]
