@@ -17,6 +17,7 @@ from diagnosis.localisation.signals import Signal
 DEPLOY_KINDS = ("rollout", "helm", "argocd")
 RESTART_REASONS = ("Unhealthy", "Killing", "BackOff")  # what every replaced or starting pod may report
 DEPLOY_S = 600.0  # a rollout replaces its pods within minutes: reports later than this are not its churn
+EARLY_S = 60.0  # a report this much before the rollout's record is still its own (clocks, a first pod stopped)
 QUIET_S = 600.0  # and the reports stopped at least this long before now (or twice their own span)
 
 
@@ -36,7 +37,7 @@ def without_rollout_churn(signals: list[Signal], evidence: Evidence, graph: Depe
                 if s.source == "change" and s.kind in DEPLOY_KINDS and s.onset is not None]
     if evidence.window is None or not rollouts:
         return signals
-    churn = []
+    churn: set[int] = set()
     for signal in signals:
         span = _span(signal) if signal.fault else None
         if span is None:
@@ -45,10 +46,9 @@ def without_rollout_churn(signals: list[Signal], evidence: Evidence, graph: Depe
         if evidence.window[1] - last < max(QUIET_S, 2 * (last - first)):
             continue  # still failing, or not quiet for long
         calls = {edge.callee for edge in graph.dependencies(signal.entity)}
-        if any((service == signal.entity or service in calls) and at - 60 <= first and last <= at + DEPLOY_S
+        if any((service == signal.entity or service in calls) and at - EARLY_S <= first and last <= at + DEPLOY_S
                for service, at in rollouts):
-            churn.append(signal)
+            churn.add(id(signal))
     # A service that still deviates otherwise (its error rate, a crash that goes on) keeps all its signals.
-    failing = {s.entity for s in signals if s.fault and all(s is not c for c in churn)}
-    churn = [c for c in churn if c.entity not in failing]
-    return [s for s in signals if all(s is not c for c in churn)]
+    failing = {s.entity for s in signals if s.fault and id(s) not in churn}
+    return [s for s in signals if id(s) not in churn or s.entity in failing]
