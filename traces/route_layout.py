@@ -41,22 +41,11 @@ class Box:
     rank: int = 0
     column: int = 0
 
-    # The four edges read best spelled out, one line of arithmetic each, rather than generated.
-    @property
-    def left(self) -> float:
-        return self.cx - self.w / 2
-
-    @property
-    def right(self) -> float:
-        return self.cx + self.w / 2
-
-    @property
-    def top(self) -> float:
-        return self.cy - self.h / 2
-
-    @property
-    def bottom(self) -> float:
-        return self.cy + self.h / 2
+    # The four edges, one line of arithmetic each.
+    left = property(lambda self: self.cx - self.w / 2)
+    right = property(lambda self: self.cx + self.w / 2)
+    top = property(lambda self: self.cy - self.h / 2)
+    bottom = property(lambda self: self.cy + self.h / 2)
 
 
 @dataclass
