@@ -298,7 +298,7 @@ def build_claims(obs, loc: Localisation, book, language: str, stated_symptom: bo
     """The claims of a localisation, most important first; returns the summary."""
     with_data = [s for s in loc.subject if obs.has(s)] or [s for s in obs.queried if obs.has(s)]
     if loc.outcome == "nothing_wrong":
-        firing = [a.service for a in obs.alerts if a.state == "firing"]
+        firing = [a.service for a in obs.alerts if a.alarming]
         if firing and (stated_symptom or set(firing) & set(loc.subject)):
             # A symptom stated and an alert firing, or an alert on the asked service itself: trouble that the
             # telemetry read here does not show is undetermined, never healthy. Without either, quiet telemetry

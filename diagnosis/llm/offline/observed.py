@@ -102,6 +102,12 @@ class Alert(_Labelled):
         return f"{self.name} {self.summary} {self.description}"
 
     @property
+    def alarming(self) -> bool:
+        """Firing, and not informational: an alert of severity ``info`` or ``none`` (kube-prometheus's
+        CPUThrottlingHigh, its InfoInhibitor) reports a state worth knowing, not trouble to act on."""
+        return self.state == "firing" and self.labels.get("severity", "").lower() not in ("info", "none")
+
+    @property
     def priority(self) -> tuple:
         """Firing before pending, most severe first, oldest first."""
         severity = {"critical": 0, "page": 0, "error": 1, "warning": 2}.get(self.labels.get("severity", "").lower(), 3)
