@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from diagnosis.localisation.graph import named_in, outside_hosts
-from diagnosis.localisation.kinds import GENERIC, kind_named
+from diagnosis.localisation.kinds import GENERIC, kind_named, signal_votes
 from diagnosis.localisation.levels import at_least
 from diagnosis.localisation.ranking import Candidate, starved, symptom_only
 from diagnosis.localisation.records import Evidence, service_of
@@ -111,6 +111,20 @@ def seen_only_by_callers(top: Candidate, evidence: Evidence) -> bool:
     limit). A certificate it presented or a rate limit it answered with is its own answer."""
     return (bool(top.faults) and all(s.source == "named" and s.kind not in PRECISE_ANSWERS for s in top.faults)
             and top.service not in evidence.metrics_asked)
+
+
+# A limiter's own words for what it does to its callers (nginx's "limiting requests", Envoy's "rejecting with 429").
+_LIMITING = re.compile(r"\breject|limiting (?:requests|connections)|throttling (?:requests|clients)|shedding", re.I)
+
+
+def limited_by_unnamed(top: Candidate) -> bool:
+    """Rate limited by whom? A rate limit is the answer of the service that limits: it shows on that one's own
+    series (requests it rejected) or in the lines of callers that name it. Only the top's own lines saying so,
+    it was the one limited, by a service the evidence does not name, unless it explains what its callers show."""
+    return top.kind == "capacity.rate_limit" and not top.explains and not any(
+        s.source == "log" and _LIMITING.search(s.text) for s in top.faults) and all(
+        s.source == "log" or (s.source == "metric" and "capacity.rate_limit" not in signal_votes(s))
+        for s in top.faults if s.fault)
 
 
 def outside_unresolved(top: Candidate, evidence: Evidence) -> list[str]:

@@ -25,7 +25,8 @@ from diagnosis.localisation.levels import WARN_OR_WORSE
 from diagnosis.localisation.records import Evidence, Ref, service_of
 
 _URL_HOST = re.compile(r"\b[a-z][a-z0-9+.-]*:(?:[a-z0-9+.-]+:)?//(?:[^@/\s\"']+@)?([A-Za-z0-9_.-]+)", re.I)
-_HOST_PORT = re.compile(r"(?<![\w.:/-])([A-Za-z][A-Za-z0-9_-]*(?:\.[A-Za-z0-9_-]+)*):(\d{2,5})\b")
+# Never a version after a colon: a browser's ``rv:125.0``, an image's ``app:1.2.3``.
+_HOST_PORT = re.compile(r"(?<![\w.:/-])([A-Za-z][A-Za-z0-9_-]*(?:\.[A-Za-z0-9_-]+)*):(\d{2,5})\b(?![.:]\d)")
 _IP = re.compile(r"(?<![\d.])(\d{1,3}(?:\.\d{1,3}){3})(?![\d.])")
 _IP_PORT = re.compile(r"(?<![\d.])(\d{1,3}(?:\.\d{1,3}){3}):(\d{2,5})\b")
 # An address with a port from the ephemeral range (Linux 32768-60999, IANA 49152-65535) is the client side

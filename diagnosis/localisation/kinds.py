@@ -34,7 +34,8 @@ _WORDS: tuple[tuple[str, str, float], ...] = (
     ("resource.memory", r"内存不足|内存溢出|内存耗尽|out ?of ?memory|outofmemory|heap space|oomkilled|oom|cannot allocate memory|"
                         r"memory limit|gc overhead|killed process", 3.0),
     ("resource.disk", r"磁盘已满|磁盘空间不足|空间不足|no space left|enospc|disk (?:is )?full|filesystem (?:is )?full|disk quota|"
-                      r"read-only file system|insufficient (?:disk|storage)", 3.0),
+                      r"read-only file system|insufficient (?:disk|storage)|disk usage (?:exceeded|above|over)|"
+                      r"(?:flood[- ]stage|high|low) (?:disk )?watermark|(?:low on|out of) disk", 3.0),
     ("resource.cpu", r"cpu|throttl(?:ed|ing) (?:cpu|cfs)|load average", 1.0),
     ("resource.pool", r"连接池|线程池|(?:connection|thread|worker|db|database|client) ?pool|pool (?:is )?(?:exhausted|full|"
                       r"timeout|limit|size)|hikaripool|connection is not available|too many connections|too many clients|max_connections|connection limit|"
@@ -79,6 +80,7 @@ _WORDS: tuple[tuple[str, str, float], ...] = (
 _COMPILED = [(kind, re.compile(rf"(?<![A-Za-z0-9])(?:{words})", re.I), weight) for kind, words, weight in _WORDS]
 
 _METRIC_KINDS = {"cpu": "resource.cpu", "memory": "resource.memory", "disk": "resource.disk"}
+_OWN_RESOURCE_KINDS = tuple(_METRIC_KINDS.values())
 _KUBE_REASONS = (
     (re.compile(r"OOMKill(?:ed|ing)|SystemOOM", re.I), "resource.memory"),  # the container's state, the node's events
     (re.compile(r"Evict", re.I), "scheduling.eviction"),
@@ -145,13 +147,29 @@ _SETTING_NAME = re.compile(r"(?<![A-Za-z])(propert(?:y|ies)(?: under)?|属性|�
 _PLACEHOLDER = re.compile(r"\$\{[\w.:-]*\}")  # a reference to a setting by its name: ``${db.url}``
 
 
+# A product and its version (``Version/17.4``, ``Safari/605.1.15``, ``HTTP/1.1``, ``okhttp/4.12.0``): which software
+# sent or served a request, as user agents and server banners name it, not what happened.
+_PRODUCT_TOKEN = re.compile(r"(?<![\w/])[A-Za-z][\w.-]*/v?\d[\w.]*")
+
+
 def word_votes(text: str, names: set[str] | frozenset = frozenset()) -> Counter:
+    text = _PRODUCT_TOKEN.sub(" ", text)
     text = _SETTING_NAME.sub(r"\1 ", _PLACEHOLDER.sub(" ", _FIELD_NAME.sub(" ", text)))
     text = _PACKAGE_PATH.sub("", masked(text, names))
     votes: Counter = Counter()
     for kind, pattern, weight in _COMPILED:
         if pattern.search(text):
             votes[kind] += weight
+    return votes
+
+
+def own_words(text: str, names: set[str] | frozenset = frozenset()) -> Counter:
+    """The votes of a service's own line. A rate limit is an answer ("429 ... disk usage exceeded"): the reason
+    it gives is the answerer's, whose disk or memory ran short, not that of the service that logs what it got."""
+    votes = word_votes(text, names)
+    if "capacity.rate_limit" in votes:
+        for kind in _OWN_RESOURCE_KINDS:
+            votes.pop(kind, None)
     return votes
 
 
@@ -194,7 +212,8 @@ def signal_votes(signal: Signal, names: set[str] | frozenset = frozenset()) -> C
         votes[change_kind(signal.kind, masked(str(signal.detail.get("what", "")), names))] += 2.0
         return votes
     if signal.source in ("log", "trace", "named"):
-        votes.update({k: v * signal.strength for k, v in word_votes(signal.text, names).items()})
+        said = own_words(signal.text, names) if signal.source == "log" else word_votes(signal.text, names)
+        votes.update({k: v * signal.strength for k, v in said.items()})
     return votes
 
 
@@ -207,8 +226,13 @@ _CHANGE_WHAT = (
 )
 
 
+_QUOTED = re.compile(r'"[^"]*"|“[^”]*”|「[^」]*」')
+
+
 def change_kind(kind: str, what: str) -> str:
-    """A change record's kind, refined by what it says changed: a flag, a secret, an image, a setting."""
+    """A change record's kind, refined by what it says changed: a flag, a secret, an image, a setting. A quoted
+    text is the release's own note ("show the verified-buyer flag"): what the release does, not what changed."""
+    what = _QUOTED.sub(" ", what)
     if kind in ("secret", "config"):
         return _CHANGE_KINDS[kind] if kind == "secret" or not _CHANGE_WHAT[0][1].search(what) else "change.flag"
     for refined, pattern in _CHANGE_WHAT:

@@ -20,19 +20,20 @@ from typing import Any, Iterable, Mapping
 
 from diagnosis.localisation.churn import without_rollout_churn
 from diagnosis.localisation.collector import collector_paused
-from diagnosis.localisation.below import (NextCheck, beyond, errors_point_below, gone_unexplained, next_checks,
-                                          nodes_to_examine, of_its_own, outside_unresolved, resolver_failed,
-                                          seen_only_by_callers)
+from diagnosis.localisation.below import (NextCheck, beyond, errors_point_below, gone_unexplained, limited_by_unnamed,
+                                          next_checks, nodes_to_examine, of_its_own, outside_unresolved,
+                                          resolver_failed, seen_only_by_callers)
 from diagnosis.localisation.graph import Edge, DependencyGraph, build_graph, clients_of, named_in
 from diagnosis.localisation.kinds import GENERIC, change_kind, kind_named, word_votes
 from diagnosis.localisation.levels import WARN_OR_WORSE, at_least
 from diagnosis.localisation.ranking import (TOLERANCE_S, Candidate, backlog_only, busy_only, cause_kind, candidates_of,
                                            explain, only_waited_for, rank, starved, symptom_only)
 from diagnosis.localisation.records import Evidence, Ref, read_evidence
-from diagnosis.localisation.log_rates import MIN_BASELINE_S
+from diagnosis.localisation.log_rates import LOG_LLR, MIN_BASELINE_S, rate_change
 from diagnosis.localisation.signals import Signal, all_signals
 
 MIN_ROOT_STRENGTH = 0.45
+STEADY_WINDOWS = 3  # a window this many baselines long shows whether error lines keep one pace
 KIND_MARGIN = 1.25  # the winning kind's votes over the runner-up's for a decisive kind
 
 
@@ -299,13 +300,22 @@ def _on_its_node(result: Localisation, workload: Candidate, node: Candidate) -> 
 
 
 def _unjudged_errors(evidence: Evidence, subject: list[str]) -> list[str]:
-    """Services with error lines but too little log history before them to tell an incident from routine."""
-    firsts: dict[str, float] = {}
+    """Services with error lines but too little log history before them to tell an incident from routine.
+    Lines that recur at one pace across a long window are judged by it: their rate never changed in it."""
+    times: dict[str, list[float]] = {}
     for record in evidence.logs:
         if at_least(record.level, "ERROR") and (not subject or record.service in subject):
-            firsts[record.service] = min(record.ts, firsts.get(record.service, record.ts))
-    return [s for s, first in firsts.items()
-            if s not in evidence.log_windows or first - evidence.log_windows[s][0] < MIN_BASELINE_S]
+            times.setdefault(record.service, []).append(record.ts)
+    return [s for s, ts in times.items() if s not in evidence.log_windows
+            or min(ts) - evidence.log_windows[s][0] < MIN_BASELINE_S and not _steady(sorted(ts), *evidence.log_windows[s])]
+
+
+def _steady(times: list[float], low: float, high: float) -> bool:
+    """Lines spread over a window of several baselines at one rate: none of its splits raises it."""
+    if high - low < STEADY_WINDOWS * MIN_BASELINE_S or times[-1] - times[0] < (high - low) / 2:
+        return False
+    change = rate_change(times, low, high)
+    return change is None or change[0] < LOG_LLR
 
 
 def _doubt(top: Candidate, roots: list[Candidate], graph, evidence: Evidence, candidates, context: list[Signal],
@@ -347,7 +357,7 @@ def _doubt(top: Candidate, roots: list[Candidate], graph, evidence: Evidence, ca
         # statements wait for): that they waited on an address is their view, and the path to it, or the
         # callers themselves, may be what is slow.
         return "dependency_quiet"
-    if (top.kind or "").startswith("dependency.") and top.role != top.kind:
+    if (top.kind or "").startswith("dependency.") and top.role != top.kind or limited_by_unnamed(top):
         return "dependency_not_identified"  # its errors blame a dependency the evidence does not name
     if nodes_to_examine(top, graph, evidence, quiet):
         return "node_not_examined"

@@ -15,7 +15,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from diagnosis.localisation.graph import Edge, DependencyGraph
-from diagnosis.localisation.kinds import GENERIC, role_of, signal_votes, typed_reason, word_votes
+from diagnosis.localisation.kinds import GENERIC, own_words, role_of, signal_votes, typed_reason, word_votes
 from diagnosis.localisation.signals import Signal
 
 TOLERANCE_S = 150.0  # two scrape steps and a half: onsets closer than this are simultaneous
@@ -284,6 +284,16 @@ _SERVER_LIMIT = re.compile(r"too many (?:connections|clients)|max_connections|re
                            r"connection limit|sorry, too many", re.I)
 
 
+def _relayed_limit(candidate: Candidate, votes: Counter, role: str | None) -> str | None:
+    """A server's connection limit in the lines of a service that is no datastore (no ``role``) is the server's
+    answer, relayed ("FATAL: remaining connection slots are reserved", "Too many connections"): its client pool
+    runs dry because the server refuses it more, so the fault is the database's, whichever that is. Returns the
+    role."""
+    if role is None and any(s.source == "log" and _SERVER_LIMIT.search(s.text) for s in candidate.faults):
+        votes["dependency.database"] += votes.pop("resource.pool", 0.0)
+    return role
+
+
 # What a datastore, cache or queue shows when it is the one failing: its connections run out, its memory
 # reaches the ceiling it was given (a cache's maxmemory, a broker's watermark) and it refuses writes or blocks
 # publishers. Named by its role, the dependency that failed; the memory series stays its evidence.
@@ -314,7 +324,7 @@ def cause_kind(candidate: Candidate, context: list[Signal], caller_lines: list[s
         called = Counter({k: v for k, v in called.items() if not k.startswith("dependency.")})
     votes.update(called)
     for text in own_lines:  # its own error shapes, also those with no rate change (a job that only fails)
-        votes.update({k: 0.75 * v for k, v in word_votes(text, names).items()})
+        votes.update({k: 0.75 * v for k, v in own_words(text, names).items()})
     onset, crash_only = _dated(candidate)
     said = bool(votes)  # whether its own records (or its callers') already say what kind of fault it is
     for signal in context:
@@ -332,7 +342,7 @@ def cause_kind(candidate: Candidate, context: list[Signal], caller_lines: list[s
                 weight = 1.5 if symptom_only(candidate) or not said else 0.5
                 votes.update({k: v * weight for k, v in change_votes.items()})
     own = [s.text for s in candidate.signals if s.source == "metric"]
-    role = candidate.role = role_of(candidate.service, texts, own, external)
+    role = candidate.role = _relayed_limit(candidate, votes, role_of(candidate.service, texts, own, external))
     if role and observed:
         # Callers call it by what it is ("redis", "the cache"); what it shows itself says what went wrong.
         votes.pop(role, None)

@@ -16,6 +16,7 @@ from contextvars import ContextVar
 from typing import Any, Iterable, Iterator, Mapping
 
 from diagnosis.localisation.below import service_in_address
+from diagnosis.localisation.kinds import GENERIC, kind_named
 from diagnosis.localisation.outcome import Localisation, localise
 from diagnosis.localisation.records import Ref
 from diagnosis.localisation.taxonomy import CAUSE_KIND_BY_ID
@@ -238,8 +239,25 @@ def follow_ups(loc: Localisation, calls: set[str], offered: set[str], limit_serv
              if ((c.tool == "query_metrics" and "query" in c.arguments)
                  or (c.tool == "query_kubernetes" and c.arguments.get("kind") == "pod"))
              and c.tool in offered and _canonical(c.tool, c.arguments) not in calls]
+    wanted += _traced(loc, calls, offered)
     first = bool(loc.next_checks) and loc.next_checks[0].tool == "query_metrics" and "query" in loc.next_checks[0].arguments
     return nodes + wanted if first else wanted or nodes
+
+
+def _traced(loc: Localisation, calls: set[str], offered: set[str]) -> list[tuple[str, dict]]:
+    """The traces of an asked service that fails or slows, explained by nothing, while nothing read so far says
+    what it calls or what kind of fault it is: its spans name its callees, with their errors and durations."""
+    if "query_traces" not in offered:
+        return []
+    for candidate in loc.candidates:
+        args = {"service": candidate.service}
+        said = candidate.kind not in GENERIC and kind_named(candidate.kind, candidate.kind_votes)
+        if (candidate.service in loc.subject and candidate.explained_by is None
+                and not said and not any(service_in_address(a) for a, _ref in loc.graph.unresolved.get(candidate.service, []))
+                and not [e for e in loc.graph.dependencies(candidate.service) if e.via != "placement"]
+                and _canonical("query_traces", args) not in calls):
+            return [("query_traces", args)]
+    return []
 
 
 def next_calls(obs, results: list, named: list[str], offered: set[str], question: str) -> list[tuple[str, dict]]:
