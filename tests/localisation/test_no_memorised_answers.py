@@ -8,7 +8,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 CODE = sorted((ROOT / "diagnosis/localisation").glob("*.py")) + sorted((ROOT / "diagnosis/llm/offline").glob("*.py"))
-SCENARIOS = [folder for place in ("diagnosis/demo/scenarios", "tests/holdout_scenarios", "tests/outside_scenarios")
+SCENARIOS = [folder for place in ("diagnosis/demo/scenarios", "tests/holdout_scenarios", "tests/outside_scenarios",
+                                  "tests/outside_scenarios_2")
              for folder in sorted((ROOT / place).iterdir())]
 
 
