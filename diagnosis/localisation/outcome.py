@@ -18,13 +18,14 @@ from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import Any, Iterable, Mapping
 
+from diagnosis.localisation.callers_changed import changed_caller, changed_waiter, reroot, rotated_credentials
 from diagnosis.localisation.churn import without_rollout_churn
 from diagnosis.localisation.collector import collector_paused
 from diagnosis.localisation.below import (NextCheck, beyond, errors_point_below, gone_unexplained, limited_by_unnamed,
                                           next_checks, nodes_to_examine, of_its_own, outside_unresolved,
                                           resolver_failed, seen_only_by_callers)
 from diagnosis.localisation.graph import Edge, DependencyGraph, build_graph, clients_of, named_in
-from diagnosis.localisation.kinds import GENERIC, change_kind, kind_named, word_votes
+from diagnosis.localisation.kinds import GENERIC, kind_named, word_votes
 from diagnosis.localisation.levels import WARN_OR_WORSE, at_least
 from diagnosis.localisation.ranking import (TOLERANCE_S, Candidate, backlog_only, busy_only, cause_kind, candidates_of,
                                            explain, only_waited_for, rank, starved, symptom_only)
@@ -155,14 +156,24 @@ def localise_evidence(evidence: Evidence, subject: Iterable[str] = ()) -> Locali
         result.next_checks = next_checks(top, graph, evidence)
     if reason == "dependency_changed":
         _rank_changed_dependencies(result, top, graph, context)
-    rotated = _rotated_credentials(top, candidates, context) if reason == "caller_changed" else None
-    if rotated is not None:
-        _reroot(result, top, rotated)
-        result.root, result.kind, result.onset = rotated.service, "change.secret", rotated.onset
-        result.path = graph.path(subject, rotated.service)
-        result.outcome, result.reason, result.next_checks = "root_cause", "", []
+    _to_changed_caller(result, top, reason, candidates, context)
     result.declared = evidence.declarations.get(result.root or "")
     return result
+
+
+def _to_changed_caller(result: Localisation, top: Candidate, reason: str, candidates: Mapping[str, Candidate],
+                       context: list[Signal]) -> None:
+    """The root moves to the one caller whose change explains the top (``callers_changed``): credentials it
+    rotated that the top refuses, or a quiet dependency it began waiting on right after it changed."""
+    rotated = rotated_credentials(top, candidates, context) if reason == "caller_changed" else None
+    rotated = rotated or (changed_waiter(top, candidates, context) if reason == "dependency_quiet" else None)
+    if rotated is None:
+        return
+    kind = "change.secret" if reason == "caller_changed" else rotated.kind
+    reroot(result.candidates, top, rotated)
+    result.root, result.kind, result.onset = rotated.service, kind, rotated.onset
+    result.path = result.graph.path(result.subject, rotated.service)
+    result.outcome, result.reason, result.next_checks = "root_cause", "", []
 
 
 def _strong_enough(candidate: Candidate, candidates: Mapping[str, Candidate]) -> bool:
@@ -197,29 +208,6 @@ def _without_root(result: Localisation, evidence: Evidence, graph, known: set[st
         if reason:
             result.outcome, result.reason, result.next_checks = "undetermined", reason, checks
     return result
-
-
-def _rotated_credentials(top: Candidate, candidates: Mapping[str, Candidate], context: list[Signal]) -> Candidate | None:
-    """The one caller whose credentials changed shortly before it failed, when the top is a server that
-    refuses credentials and did not change itself: the credentials it refuses are the ones that changed."""
-    if top.kind != "change.secret":
-        return None
-    changed = _changed_caller(top, candidates, context)
-    if len(changed) != 1:
-        return None
-    caller = candidates[changed[0]]
-    secret = any(c.source == "change" and c.entity == caller.service and c.onset is not None and caller.onset is not None
-                 and caller.onset - 900 <= c.onset <= caller.onset + TOLERANCE_S
-                 and change_kind(c.kind, str(c.detail.get("what", ""))) == "change.secret" for c in context)
-    return caller if secret else None
-
-
-def _reroot(result: Localisation, server: Candidate, caller: Candidate) -> None:
-    """The caller becomes the root and the server one of what it explains, first in the ranking."""
-    caller.explains = [server.service] + [s for s in server.explains if s != caller.service]
-    server.explains, server.explained_by, caller.explained_by = [], caller.service, None
-    result.candidates.remove(caller)
-    result.candidates.insert(0, caller)
 
 
 PEER_KINDS = ("network.tls", "network.refused", "network.loss", "network.timeout", "capacity.rate_limit",
@@ -363,16 +351,19 @@ def _doubt(top: Candidate, roots: list[Candidate], graph, evidence: Evidence, ca
         return "node_not_examined"
     if _changed_dependencies(top, graph, context):
         return "dependency_changed"
-    if _changed_caller(top, candidates, context):
+    if changed_caller(top, candidates, context):
         return "caller_changed"
     if not kind_named(top.kind, top.kind_votes):
         return "kind_unknown"
     ranked = sorted(top.kind_votes.items(), key=lambda kv: -kv[1])
-    if len(ranked) > 1 and ranked[0][1] < KIND_MARGIN * ranked[1][1] \
-            and (ranked[0][0].split(".")[0] != ranked[1][0].split(".")[0] or not GENERIC & {ranked[0][0], ranked[1][0]}):
-        # Kinds of one family are told apart by the general one ("timed out" beside a DNS failure), never by
-        # two specific kinds in a tie (pods Pending, or their node's pressure).
-        return "kind_ambiguous"
+    if len(ranked) > 1 and ranked[0][1] < KIND_MARGIN * ranked[1][1]:
+        (first, _), (second, _) = ranked[:2]
+        # A general kind just behind a specific one is how the specific one shows or shipped (a deploy beside the
+        # schema it migrated), and one of the same family tells a specific one apart ("timed out" beside a DNS
+        # failure): no rivals. Two specific kinds in a tie (pods Pending, or their node's pressure) are.
+        shows = second in GENERIC and first not in GENERIC
+        if not shows and (first.split(".")[0] != second.split(".")[0] or not GENERIC & {first, second}):
+            return "kind_ambiguous"
     return ""
 
 
@@ -401,25 +392,6 @@ def _rank_changed_dependencies(result: Localisation, top: Candidate, graph, cont
              for name, changes in _changed_dependencies(top, graph, context).items() if name not in known]
     at = result.candidates.index(top) + 1
     result.candidates[at:at] = added
-
-
-def _changed_caller(top: Candidate, candidates: Mapping[str, Candidate], context: list[Signal]) -> list[str]:
-    """Callers the top explains that changed shortly before their own onset while the top did not change and
-    shows no deviation of its own beyond what it logged: a server refusing a client's new credentials or new
-    requests looks like a server fault from the client's side. Either may be the cause."""
-    if any(c.source == "change" and c.entity == top.service for c in context):
-        return []
-    if any(s.source in ("metric", "kube") for s in top.faults):
-        return []
-    out = []
-    for name in top.explains:
-        caller = candidates.get(name)
-        if caller is None or caller.onset is None:
-            continue
-        if any(c.source == "change" and c.entity == name and c.onset is not None
-               and caller.onset - 900 <= c.onset <= caller.onset + TOLERANCE_S for c in context):
-            out.append(name)
-    return out
 
 
 def describe(localisation: Localisation) -> dict[str, Any]:

@@ -277,6 +277,14 @@ CHANGE_LINE = re.compile(r"(?<![A-Za-z0-9_])(?:deploy(?:ed|ing)|roll(?:ed|ing)? 
                          r"released|upgraded|new (?:version|revision)|config(?:uration)? (?:reload(?:ed)?|changed?|"
                          r"updated?|applied|push)|applied|reloaded|flag|toggled?|enabled|disabled|migrat(?:ed|ion)|"
                          r"started \S+ v?\d)(?![A-Za-z0-9_])", re.I)
+# A server saying its client gave up on the call (gRPC's CANCELLED "by the client", nginx's 499 "client closed
+# request", "client disconnected"): the caller's deadline or its user's patience, which the caller's own lines
+# tell; not a fault of the server that logs it.
+CLIENT_GAVE_UP = re.compile(r"(?:cancel(?:l)?ed|closed|aborted|reset) by (?:the )?(?:client|caller|downstream)|"
+                            r"client (?:closed|cancel(?:l)?ed|disconnected|aborted|went away|has gone away|gave up)|"
+                            r"客户端(?:已)?(?:取消|断开|关闭)", re.I)
+
+
 # Found per digit shape (``_duration_ms``): the pattern must treat every ASCII digit alike.
 _DURATION = re.compile(r"(?<![\w.])(\d+(?:\.\d+)?)\s?(ms|msec|milliseconds|s|sec|seconds|µs|us)\b", re.I)
 
@@ -293,7 +301,7 @@ def log_signals(evidence: Evidence, templates: dict[tuple[str, int], Template]) 
         times = [r.ts for r in ordered]
         worst = template.level  # the most severe of its records' levels (``mine``)
         faulted = False
-        if at_least(worst, "WARN"):
+        if at_least(worst, "WARN") and not CLIENT_GAVE_UP.search(template.text):
             change = rate_change(times, low, high)
             still = ongoing(times[-1], change, high)
             # A rate that jumped, or an error shape never seen in a baseline of clean logs (a new template).

@@ -11,7 +11,7 @@ docs/EVALUATION.md reports each set's first, blind figure and the figure since t
 failures showed. Both sets were read while those rules were written, so they now guard against regressions;
 they no longer measure generalisation. The test holds what must never break, on every run: it finishes, cites
 only verified evidence, and is never confidently wrong. It does not pin the hit rate, which is a measurement,
-but keeps a floor under it (26 and 16 of 36 today)."""
+but keeps a floor under it (26 and 20 of 36 today)."""
 
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ pytestmark = pytest.mark.django_db
 TESTS = Path(__file__).resolve().parents[1]
 
 
-@pytest.mark.parametrize("folder, floor", [("outside_scenarios", 24), ("outside_scenarios_2", 16)])
+@pytest.mark.parametrize("folder, floor", [("outside_scenarios", 24), ("outside_scenarios_2", 20)])
 def test_incidents_written_elsewhere_are_never_answered_with_confidence_on_a_wrong_root(folder, floor):
     scores = evaluation.evaluate_folder(folder=TESTS / folder)
     assert len(scores) == 2 * len(evaluation.scenario_dirs(TESTS / folder)) == 36

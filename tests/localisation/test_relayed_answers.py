@@ -101,3 +101,37 @@ def test_an_asked_service_that_fails_while_nothing_says_what_it_calls_has_its_tr
 def test_a_releases_own_note_does_not_say_what_kind_of_change_it_was():
     assert change_kind("rollout", 'quayside 7.2.1 -> 7.3.0 ("hide the loyalty flag for guests")') == "change.deploy"
     assert change_kind("config", 'ConfigMap quayside-flags: loyalty.flag false -> true') == "change.flag"
+
+
+def test_a_server_saying_its_client_gave_up_reports_the_callers_deadline_not_its_own_fault():
+    results = Results()
+    results.metric({"__name__": "grpc_server_handled_total", "service": "pennyrate"}, [300.0 * i for i in range(60)])
+    results.logs("pennyrate", [(-3500 + 300 * i, "INFO", "Quote served in 170 ms") for i in range(12)]
+                 + [(-1100 + 40 * i, "WARN", "Quote finished in 171 ms but the call was already cancelled by the client "
+                                             "(CANCELLED)") for i in range(25)]
+                 + [(-1000 + 45 * i, "ERROR", "stream closed: client disconnected before the response") for i in range(20)])
+    assert localise(results.items, ["pennyrate"]).outcome == "nothing_wrong"
+
+
+def test_a_general_kind_just_behind_a_specific_one_is_how_it_shipped_not_a_rival():
+    """A release that renamed a column: the deploy before it and the missing column are one story."""
+    results = _failing("ferrule", ['PG::UndefinedColumn: ERROR:  column bookings.guest_mail does not exist'])
+    results.changes([(-1500, "ferrule", "rollout", "ferrule 3.1.0 -> 3.2.0 (migration 0042 renames bookings.guest_mail)")])
+    loc = localise(results.items, ["ferrule"])
+    votes = loc.top().kind_votes
+    assert votes["change.deploy"] * 1.25 > votes["data.schema"] > votes["change.deploy"], "a close runner-up"
+    assert (loc.outcome, loc.root, loc.kind) == ("root_cause", "ferrule", "data.schema")
+
+
+def test_a_quiet_dependency_waited_for_by_the_one_caller_that_just_changed_points_at_that_change():
+    """The callee answers as fast as ever; its caller's deadline was cut just before the waits began."""
+    results = Results()
+    results.changes([(-1500, "tollgate", "config", "ConfigMap tollgate-settings: RATES_DEADLINE 2s -> 200ms")])
+    results.metric({"__name__": "http_requests_total", "service": "tollgate", "code": "503"}, stepped(0.5, 30.0, 35))
+    results.logs("tollgate", [(-3500 + 300 * i, "INFO", "GET /quote 200") for i in range(10)]
+                 + [(-1400 + 50 * i, "ERROR", "GetRate to lodefx:9090 failed: code = DeadlineExceeded desc = context "
+                                              "deadline exceeded") for i in range(25)])
+    results.metric({"__name__": "grpc_server_handling_seconds_sum", "service": "lodefx"}, [17.0 * i for i in range(60)])
+    results.logs("lodefx", [(-3500 + 200 * i, "INFO", "Quote served in 170 ms") for i in range(17)])
+    loc = localise(results.items, ["tollgate"])
+    assert (loc.outcome, loc.root, loc.kind) == ("root_cause", "tollgate", "change.config")
