@@ -116,6 +116,9 @@ def test_an_ip_in_the_errors_is_looked_up_in_the_clusters_services_and_the_servi
     ("web01 and api-gateway time out", ["web01", "api-gateway"]),
     ("Why is checkout failing after the python3 upgrade?", []),  # a versioned technology is not
     ("Is p99 latency of order-api high?", ["order-api"]),
+    # a hyphenated English phrase is a feature or a process, not a name
+    ("Pay-on-delivery is broken: quellbay-cart answers 502. Why?", ["quellbay-cart"]),
+    ("The pay-as-you-go meter and store-to-door-api both fail", ["store-to-door-api"]),
 ])
 def test_hyphenated_and_numbered_names_are_read_from_the_question(question, expected):
     from diagnosis.llm.offline.lexicon import services_in_question

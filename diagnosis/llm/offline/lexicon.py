@@ -197,6 +197,24 @@ def question_language(text: str) -> str:
     return "zh" if len(CJK.findall(text or "")) >= 2 else "en"
 
 
+# The short words that join an English phrase ("add-to-cart", "pay-as-you-go", "state-of-the-art"); a service's
+# name joins nouns ("cart-service", "user-profile").
+_PHRASE_JOINERS = frozenset({"a", "an", "and", "as", "at", "by", "for", "in", "of", "on", "or", "the", "to", "up",
+                             "you", "with"})
+
+
+_NAME_PARTS = frozenset({"api", "svc", "service", "server", "srv", "db", "gw", "gateway", "worker", "web", "app", "proxy",
+                         "bff", "backend", "frontend", "cache", "queue", "job", "cron", "ui"})
+
+
+def _english_phrase(token: str) -> bool:
+    """A hyphenated English phrase, not a name: words of English joined by a short word that joins phrases, and
+    none of the words a service's name is built with ("store-to-door-api" is a name)."""
+    parts = token.lower().split("-")
+    return (len(parts) >= 3 and any(p in _PHRASE_JOINERS for p in parts) and not _NAME_PARTS & set(parts)
+            and all(p in _PHRASE_JOINERS or zipf_frequency(p, "en") >= 3.0 for p in parts))
+
+
 def _is_id_like(token: str) -> bool:
     """Order ids, hashes and invocation ids are hyphenated too; service names rarely carry 4+ digits."""
     return any(sum(c.isdigit() for c in seg) >= 4 or (len(seg) >= 6 and re.fullmatch(r"[0-9a-f]+", seg)
@@ -238,7 +256,7 @@ def services_in_question(question: str) -> list[str]:
     for match in SERVICE_IN_TEXT.finditer(question or ""):
         token = match.group(1)
         low = token.lower()
-        if low in GENERIC_HYPHENATED or _is_id_like(low) or low in (f.lower() for _at, f in found):
+        if low in GENERIC_HYPHENATED or _is_id_like(low) or _english_phrase(low) or low in (f.lower() for _at, f in found):
             continue
         found.append((match.start(), token))
     for match in NUMBERED_NAME.finditer(question or ""):
