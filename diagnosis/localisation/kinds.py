@@ -149,7 +149,7 @@ _PLACEHOLDER = re.compile(r"\$\{[\w.:-]*\}")  # a reference to a setting by its 
 
 # A product and its version (``Version/17.4``, ``Safari/605.1.15``, ``HTTP/1.1``, ``okhttp/4.12.0``): which software
 # sent or served a request, as user agents and server banners name it, not what happened.
-_PRODUCT_TOKEN = re.compile(r"(?<![\w/])[A-Za-z][\w.-]*/v?\d[\w.]*")
+_PRODUCT_TOKEN = re.compile(r"(?<![\w./-])[A-Za-z][\w.-]*/v?\d[\w.]*")  # from a token's start only: linear
 
 
 def word_votes(text: str, names: set[str] | frozenset = frozenset()) -> Counter:

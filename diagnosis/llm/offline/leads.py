@@ -106,6 +106,7 @@ DURATION = re.compile(
 SLOW_ABSOLUTE_S = 5.0
 SLOW_STATED_S = 1.0
 
+# The symptoms a question states, a vocabulary each (English, then Chinese): alike in shape only, no logic to share.
 LATENCY_SYMPTOM = re.compile(r"\bslow|latenc|\btimes? out\b|timing out|\bhang|\bsluggish|响应慢|很慢|变慢|这么慢|慢|延迟|卡顿|超时",
                              re.IGNORECASE)
 FAILURE_SYMPTOM = re.compile(
