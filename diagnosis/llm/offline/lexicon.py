@@ -198,7 +198,7 @@ def question_language(text: str) -> str:
 
 
 # The short words that join an English phrase ("add-to-cart", "pay-as-you-go", "state-of-the-art"); a service's
-# name joins nouns ("cart-service", "user-profile").
+# name joins nouns, and often ends in a word names are built with (``_NAME_PARTS``).
 _PHRASE_JOINERS = frozenset({"a", "an", "and", "as", "at", "by", "for", "in", "of", "on", "or", "the", "to", "up",
                              "you", "with"})
 
