@@ -119,12 +119,13 @@ _LIMITING = re.compile(r"\breject|limiting (?:requests|connections)|throttling (
 
 def limited_by_unnamed(top: Candidate) -> bool:
     """Rate limited by whom? A rate limit is the answer of the service that limits: it shows on that one's own
-    series (requests it rejected) or in the lines of callers that name it. Only the top's own lines saying so,
-    it was the one limited, by a service the evidence does not name, unless it explains what its callers show."""
+    series (requests it rejected) or in the lines of callers that name it. When only the top's own lines say so,
+    with no limiter's words of its own and no caller it explains, it was the one limited, by a service the
+    evidence does not name."""
     return top.kind == "capacity.rate_limit" and not top.explains and not any(
         s.source == "log" and _LIMITING.search(s.text) for s in top.faults) and all(
         s.source == "log" or (s.source == "metric" and "capacity.rate_limit" not in signal_votes(s))
-        for s in top.faults if s.fault)
+        for s in top.faults)
 
 
 def outside_unresolved(top: Candidate, evidence: Evidence) -> list[str]:

@@ -295,7 +295,7 @@ def _unjudged_errors(evidence: Evidence, subject: list[str]) -> list[str]:
         if at_least(record.level, "ERROR") and (not subject or record.service in subject):
             times.setdefault(record.service, []).append(record.ts)
     return [s for s, ts in times.items() if s not in evidence.log_windows
-            or min(ts) - evidence.log_windows[s][0] < MIN_BASELINE_S and not _steady(sorted(ts), *evidence.log_windows[s])]
+            or (min(ts) - evidence.log_windows[s][0] < MIN_BASELINE_S and not _steady(sorted(ts), *evidence.log_windows[s]))]
 
 
 def _steady(times: list[float], low: float, high: float) -> bool:

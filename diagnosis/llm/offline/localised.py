@@ -254,7 +254,7 @@ def _traced(loc: Localisation, calls: set[str], offered: set[str]) -> list[tuple
         said = candidate.kind not in GENERIC and kind_named(candidate.kind, candidate.kind_votes)
         if (candidate.service in loc.subject and candidate.explained_by is None
                 and not said and not any(service_in_address(a) for a, _ref in loc.graph.unresolved.get(candidate.service, []))
-                and not [e for e in loc.graph.dependencies(candidate.service) if e.via != "placement"]
+                and not any(e.via != "placement" for e in loc.graph.dependencies(candidate.service))
                 and _canonical("query_traces", args) not in calls):
             return [("query_traces", args)]
     return []
